@@ -1,0 +1,1 @@
+//! Placeholder: the election loop lands here (issue 4).
