@@ -1,0 +1,161 @@
+//! [`ElectorConfig`]: what an elector needs to know, with defaults derived from the TTL.
+
+use std::time::Duration;
+
+use crate::error::LeaseError;
+
+/// Configuration of one [`crate::Elector`]. Build it with [`ElectorConfig::new`] and adjust
+/// fields with the `with_*` methods (or set the public fields directly).
+///
+/// Defaults for `ttl = T`: `renew_interval = T/3`, `drift = 0.01`, `margin = min(T/100, 50 ms)`,
+/// `stop_budget = T/5`, `block_timeout = 5 s`, `op_timeout = T/5` (at least 50 ms),
+/// `min_replicas = 0`, `wait_timeout = T/10`, backoff 50 ms .. 5 s.
+#[derive(Clone, Debug)]
+pub struct ElectorConfig {
+    /// `redis://host:port/db` (anything the `redis` crate accepts).
+    pub redis_url: String,
+    /// The lease key.
+    pub key: String,
+    /// Owner id; unique per process incarnation (default from [`default_owner`]).
+    pub owner: String,
+    /// Lease TTL sent with every ACQUIRE/RENEW (server side expiry).
+    pub ttl: Duration,
+    /// Time between successful renewals.
+    pub renew_interval: Duration,
+    /// Maximum relative clock-rate difference between this host and the Redis server
+    /// (0.01 = 1 %). The local deadline shrinks by `ttl * drift`.
+    pub drift: f64,
+    /// Extra safety subtracted from the local deadline (scheduling jitter, the time between
+    /// checking the deadline and acting on it).
+    pub margin: Duration,
+    /// How long before the local deadline the task is told to stop (its cancellation token
+    /// fires at `deadline - stop_budget`). Must cover the task's own shutdown time.
+    pub stop_budget: Duration,
+    /// With `> 0`, every grant and renewal must be acknowledged by this many replicas
+    /// (`WAIT min_replicas wait_timeout`) to count.
+    pub min_replicas: u32,
+    /// Timeout of `WAIT`.
+    pub wait_timeout: Duration,
+    /// Followers wait with `LEASE.ACQUIRE ... BLOCK block_timeout`, then ask again.
+    pub block_timeout: Duration,
+    /// Time limit for one command (added to `block_timeout` for blocking acquires).
+    pub op_timeout: Duration,
+    /// Reconnect backoff: full jitter in `[0, min(backoff_max, backoff_min * 2^attempt)]`.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+impl ElectorConfig {
+    /// A configuration with every other field derived from `ttl` (see the type docs).
+    pub fn new(redis_url: impl Into<String>, key: impl Into<String>, ttl: Duration) -> Self {
+        ElectorConfig {
+            redis_url: redis_url.into(),
+            key: key.into(),
+            owner: default_owner(),
+            ttl,
+            renew_interval: ttl / 3,
+            drift: 0.01,
+            margin: (ttl / 100).min(Duration::from_millis(50)),
+            stop_budget: ttl / 5,
+            min_replicas: 0,
+            wait_timeout: ttl / 10,
+            block_timeout: Duration::from_secs(5),
+            op_timeout: (ttl / 5).max(Duration::from_millis(50)),
+            backoff_min: Duration::from_millis(50),
+            backoff_max: Duration::from_secs(5),
+        }
+    }
+
+    pub fn with_owner(mut self, owner: impl Into<String>) -> Self {
+        self.owner = owner.into();
+        self
+    }
+    pub fn with_renew_interval(mut self, d: Duration) -> Self {
+        self.renew_interval = d;
+        self
+    }
+    pub fn with_drift(mut self, drift: f64) -> Self {
+        self.drift = drift;
+        self
+    }
+    pub fn with_margin(mut self, d: Duration) -> Self {
+        self.margin = d;
+        self
+    }
+    pub fn with_stop_budget(mut self, d: Duration) -> Self {
+        self.stop_budget = d;
+        self
+    }
+    pub fn with_min_replicas(mut self, n: u32, wait_timeout: Duration) -> Self {
+        self.min_replicas = n;
+        self.wait_timeout = wait_timeout;
+        self
+    }
+    pub fn with_block_timeout(mut self, d: Duration) -> Self {
+        self.block_timeout = d;
+        self
+    }
+    pub fn with_op_timeout(mut self, d: Duration) -> Self {
+        self.op_timeout = d;
+        self
+    }
+    pub fn with_backoff(mut self, min: Duration, max: Duration) -> Self {
+        self.backoff_min = min;
+        self.backoff_max = max;
+        self
+    }
+
+    /// The usable leadership time per grant/renewal: `ttl * (1 - drift) - margin`.
+    pub fn lead_time(&self) -> Duration {
+        self.ttl
+            .mul_f64(1.0 - self.drift)
+            .saturating_sub(self.margin)
+    }
+
+    /// Refuse configurations that cannot be safe or cannot work.
+    pub fn validate(&self) -> Result<(), LeaseError> {
+        let bad = |m: &str| Err(LeaseError::Config(m.to_string()));
+        if self.key.is_empty() {
+            return bad("key is empty");
+        }
+        if self.owner.is_empty() || self.owner.len() > 256 {
+            return bad("owner must be 1..=256 bytes");
+        }
+        if self.ttl < Duration::from_millis(1) || self.ttl.as_millis() >= (1u128 << 53) {
+            return bad("ttl must be at least 1 ms");
+        }
+        if !(0.0..0.5).contains(&self.drift) {
+            return bad("drift must be in [0, 0.5)");
+        }
+        if self.renew_interval.is_zero() {
+            return bad("renew_interval must be positive");
+        }
+        if self.block_timeout < Duration::from_millis(1) {
+            return bad("block_timeout must be at least 1 ms (0 would block forever)");
+        }
+        // Why: the task is told to stop at `deadline - stop_budget`; if that is not after the
+        // first renewal, a leader would be cancelled before it ever renews.
+        if self.stop_budget + self.renew_interval >= self.lead_time() {
+            return bad("renew_interval + stop_budget must be below ttl*(1-drift)-margin");
+        }
+        if self.op_timeout.is_zero() {
+            return bad("op_timeout must be positive");
+        }
+        if self.backoff_min.is_zero() || self.backoff_max < self.backoff_min {
+            return bad("backoff needs 0 < min <= max");
+        }
+        Ok(())
+    }
+}
+
+/// `host-pid-random`: unique per process incarnation, so a restarted process never inherits
+/// (and silently "refreshes") the lease of its previous life.
+pub fn default_owner() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into());
+    format!("{host}-{}-{:08x}", std::process::id(), fastrand::u32(..))
+}

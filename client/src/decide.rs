@@ -1,0 +1,232 @@
+//! The election loop's decisions as plain functions of `(config, times, reply)`. No I/O and no
+//! clock reads: every instant is passed in, so each rule is unit-tested with a table of cases.
+//! The async loop in [`crate::elector`] only executes what these functions return.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::config::ElectorConfig;
+use crate::error::{CommandError, ErrorKind};
+use crate::transport::{Replicated, WaitFor};
+
+/// Why leadership ended (also the `reason` label of `lease_transitions_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepDownReason {
+    /// `LEASE.RENEW` answered 0: the server says we do not hold the lease (expired, taken).
+    RenewRejected,
+    /// Renewals kept failing (errors, timeouts, unacknowledged by replicas) until the local
+    /// deadline minus the stop budget.
+    DeadlinePassed,
+    /// `resign()` / shutdown.
+    Resigned,
+    /// The leader task returned (or panicked) on its own.
+    TaskExited,
+}
+
+impl StepDownReason {
+    pub fn label(self) -> &'static str {
+        match self {
+            StepDownReason::RenewRejected => "renew_rejected",
+            StepDownReason::DeadlinePassed => "deadline",
+            StepDownReason::Resigned => "resigned",
+            StepDownReason::TaskExited => "task_exited",
+        }
+    }
+
+    /// Whether to send `LEASE.RELEASE` after the task stopped. Why not after RenewRejected:
+    /// the server already told us we do not hold it; a release would only cost a round trip.
+    pub fn release_after(self) -> bool {
+        !matches!(self, StepDownReason::RenewRejected)
+    }
+}
+
+/// The `WAIT` to attach to grants/renewals, if `min_replicas` asks for one.
+pub fn wait_for(cfg: &ElectorConfig) -> Option<WaitFor> {
+    (cfg.min_replicas > 0).then_some(WaitFor {
+        replicas: cfg.min_replicas,
+        timeout: cfg.wait_timeout,
+    })
+}
+
+/// Local deadline of a grant/renewal whose command was *sent* at `sent_at`.
+///
+/// Why `sent_at` (taken before sending) and not the reply time: the server starts its TTL
+/// when it executes the command, which is after we sent it, so `sent_at + ttl` is never later
+/// than the server's expiry as long as clock rates agree. Why `(1 - drift)`: they may not
+/// agree exactly; our clock may run slow relative to the server's by up to `drift`. Why
+/// `- margin`: time passes between checking the deadline and the work that relies on it.
+pub fn local_deadline(cfg: &ElectorConfig, sent_at: Instant) -> Instant {
+    sent_at + cfg.lead_time()
+}
+
+/// When the task is told to stop: `stop_budget` before the deadline, so that it *has*
+/// stopped by the deadline.
+pub fn stop_at(cfg: &ElectorConfig, deadline: Instant) -> Instant {
+    deadline.checked_sub(cfg.stop_budget).unwrap_or(deadline)
+}
+
+/// Time limit for one command: the loop's own bound (the server may never answer).
+pub fn op_limit(cfg: &ElectorConfig, block: Option<Duration>) -> Duration {
+    let wait = if cfg.min_replicas > 0 {
+        cfg.wait_timeout
+    } else {
+        Duration::ZERO
+    };
+    block.unwrap_or(Duration::ZERO) + cfg.op_timeout + wait
+}
+
+/// Capped exponential backoff with full jitter: uniform in `[0, min(max, min * 2^attempt)]`.
+/// `unit` is a uniform random number in `[0, 1)` (passed in so tests are deterministic).
+/// Why full jitter: after a Redis restart, 50 followers that all lost their connection at the
+/// same moment must not reconnect in the same millisecond.
+pub fn backoff(cfg: &ElectorConfig, attempt: u32, unit: f64) -> Duration {
+    let cap = cfg
+        .backoff_min
+        .saturating_mul(1u32 << attempt.min(20))
+        .min(cfg.backoff_max);
+    cap.mul_f64(unit.clamp(0.0, 1.0))
+}
+
+/// What a follower does after an `LEASE.ACQUIRE` reply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AcquireDecision {
+    /// Confirmed grant: lead until `deadline`, renew at `next_renew`.
+    Lead {
+        token: u64,
+        deadline: Instant,
+        next_renew: Instant,
+    },
+    /// The server granted `token`, but it does not count (replicas did not acknowledge it, or
+    /// the reply came back too late to leave any leadership time). Do not run the task; ask
+    /// again without BLOCK after `retry_in` (same owner: the server refreshes and confirms).
+    Unconfirmed {
+        token: u64,
+        retry_in: Duration,
+        why: &'static str,
+    },
+    /// Not granted (BLOCK timed out): ask again right away.
+    NotGranted,
+    /// The server is in its grace period for this long.
+    Grace(Duration),
+    /// Error: back off (exponentially, with jitter) and retry.
+    Backoff(ErrorKind),
+}
+
+pub fn on_acquire(
+    cfg: &ElectorConfig,
+    sent_at: Instant,
+    now: Instant,
+    result: &Result<Replicated<Option<u64>>, CommandError>,
+) -> AcquireDecision {
+    match result {
+        Ok(Replicated { value: None, .. }) => AcquireDecision::NotGranted,
+        Ok(Replicated {
+            value: Some(token),
+            acked,
+        }) => {
+            let token = *token;
+            // Why: with min_replicas, a grant only the primary knows can vanish in a failover
+            // to a replica that never saw it, and the new primary would grant it again. Never
+            // lead on it.
+            if cfg.min_replicas > 0 && acked.unwrap_or(0) < cfg.min_replicas {
+                return AcquireDecision::Unconfirmed {
+                    token,
+                    retry_in: cfg.backoff_min,
+                    why: "replicas_not_acked",
+                };
+            }
+            let deadline = local_deadline(cfg, sent_at);
+            // Why: a reply that took so long that the stop point already passed leaves no
+            // safe leadership time; starting the task would mean starting it to kill it.
+            if now >= stop_at(cfg, deadline) {
+                return AcquireDecision::Unconfirmed {
+                    token,
+                    retry_in: Duration::ZERO,
+                    why: "late_reply",
+                };
+            }
+            AcquireDecision::Lead {
+                token,
+                deadline,
+                next_renew: sent_at + cfg.renew_interval,
+            }
+        }
+        Err(e) => match &e.kind {
+            ErrorKind::Grace(d) => AcquireDecision::Grace(*d),
+            k => AcquireDecision::Backoff(k.clone()),
+        },
+    }
+}
+
+/// What a leader does after a `LEASE.RENEW` reply (or failure).
+#[derive(Clone, Debug, PartialEq)]
+pub enum RenewDecision {
+    /// Renewed and confirmed: new deadline, next renewal.
+    Renewed {
+        deadline: Instant,
+        next_renew: Instant,
+    },
+    /// Stop leading now.
+    StepDown(StepDownReason),
+    /// The renewal did not count; keep the *old* deadline and try again at `at`.
+    Retry { at: Instant, why: &'static str },
+}
+
+/// How soon a failed renewal is retried (bounded below so a dead server is not hammered).
+pub fn retry_interval(cfg: &ElectorConfig) -> Duration {
+    (cfg.renew_interval / 4).max(Duration::from_millis(10))
+}
+
+pub fn on_renew(
+    cfg: &ElectorConfig,
+    deadline: Instant,
+    sent_at: Instant,
+    now: Instant,
+    result: &Result<Replicated<bool>, CommandError>,
+) -> RenewDecision {
+    let stop = stop_at(cfg, deadline);
+    let retry = |why| {
+        // Why: errors and timeouts say nothing about the lease; the last confirmed deadline
+        // still holds, so keep leading and retrying until the stop point, then step down.
+        if now >= stop {
+            RenewDecision::StepDown(StepDownReason::DeadlinePassed)
+        } else {
+            RenewDecision::Retry {
+                at: (now + retry_interval(cfg)).min(stop),
+                why,
+            }
+        }
+    };
+    match result {
+        // Why: 0 is the server's word that we no longer hold the lease (it expired or someone
+        // else has it). Our local deadline may still be in the future, but it is no longer
+        // backed by anything: step down at once.
+        Ok(Replicated { value: false, .. }) => {
+            RenewDecision::StepDown(StepDownReason::RenewRejected)
+        }
+        Ok(Replicated { value: true, acked }) => {
+            // Why: an unacknowledged renewal may be lost in a failover; the new primary then
+            // expires the lease at the *old* expiry, so only the old deadline is backed.
+            if cfg.min_replicas > 0 && acked.unwrap_or(0) < cfg.min_replicas {
+                return retry("replicas_not_acked");
+            }
+            let new_deadline = local_deadline(cfg, sent_at).max(deadline);
+            if now >= stop_at(cfg, new_deadline) {
+                return RenewDecision::StepDown(StepDownReason::DeadlinePassed);
+            }
+            RenewDecision::Renewed {
+                deadline: new_deadline,
+                next_renew: sent_at + cfg.renew_interval,
+            }
+        }
+        Err(e) if matches!(e.kind, ErrorKind::Timeout) => retry("timeout"),
+        Err(_) => retry("error"),
+    }
+}
+
+/// Is it time to stop leading on the clock alone (checked whenever the loop wakes up, e.g.
+/// after the process was paused)?
+pub fn must_stop(cfg: &ElectorConfig, deadline: Instant, now: Instant) -> bool {
+    now >= stop_at(cfg, deadline)
+}

@@ -1,0 +1,541 @@
+//! The async election loop: executes what [`crate::decide`] decides, talks to Redis through a
+//! [`Transport`], runs the leader task, publishes [`Leadership`], logs and counts.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::{sleep, sleep_until, timeout, timeout_at, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use crate::config::ElectorConfig;
+use crate::decide::{self, AcquireDecision, RenewDecision, StepDownReason};
+use crate::error::{CommandError, LeaseError};
+use crate::metrics::Metrics;
+use crate::transport::{RedisTransport, Transport};
+
+/// What this instance is right now, as published on the watch channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    Follower,
+    /// Leading with `token` until the local `deadline` (moves forward with every confirmed
+    /// renewal). The task is cancelled `stop_budget` before it.
+    Leader {
+        token: u64,
+        deadline: Instant,
+    },
+}
+
+impl Leadership {
+    pub fn is_leader(&self) -> bool {
+        matches!(self, Leadership::Leader { .. })
+    }
+    pub fn token(&self) -> Option<u64> {
+        match self {
+            Leadership::Leader { token, .. } => Some(*token),
+            Leadership::Follower => None,
+        }
+    }
+}
+
+/// How [`Elector::run`] ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RunOutcome<R> {
+    /// [`ElectorHandle::resign`] was called; the task (if any) stopped and the lease was
+    /// released.
+    Resigned,
+    /// The leader task returned `R` by itself; the lease was released. Call `run` again to
+    /// campaign again.
+    TaskFinished(R),
+}
+
+/// What the leader task gets: its fencing token and when to stop.
+///
+/// The task must stop promptly once [`LeaderContext::cancelled`] fires; it fires
+/// `stop_budget` before the local deadline, so a task that stops within `stop_budget` has
+/// stopped before leadership can end. Work that cannot be fenced should also call
+/// [`LeaderContext::is_leader`] between steps (it re-checks the clock, so it is right even
+/// right after the process was paused).
+#[derive(Clone, Debug)]
+pub struct LeaderContext {
+    token: u64,
+    key: String,
+    owner: String,
+    stop_budget: Duration,
+    cancel: CancellationToken,
+    leadership: watch::Receiver<Leadership>,
+}
+
+impl LeaderContext {
+    /// Fencing token of this term; pass it to the protected resource (`LEASE.FENCE`).
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+    /// Resolves when the task must stop.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+    /// A clone of the cancellation token (to hand to sub-tasks).
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+    /// Current local deadline of this term; `None` once it ended.
+    pub fn deadline(&self) -> Option<Instant> {
+        match *self.leadership.borrow() {
+            Leadership::Leader { token, deadline } if token == self.token => Some(deadline),
+            _ => None,
+        }
+    }
+    /// The leadership channel (deadline updates); `lease-run` feeds its watchdog from it.
+    pub fn leadership(&self) -> watch::Receiver<Leadership> {
+        self.leadership.clone()
+    }
+    /// "Check the deadline after every step": true only if not cancelled and the stop point
+    /// (`deadline - stop_budget`) is still ahead on the local monotonic clock.
+    pub fn is_leader(&self) -> bool {
+        if self.cancel.is_cancelled() {
+            return false;
+        }
+        match self.deadline() {
+            Some(d) => Instant::now() + self.stop_budget < d,
+            None => false,
+        }
+    }
+}
+
+/// Cloneable remote control of an [`Elector`]: observe, resign.
+#[derive(Clone, Debug)]
+pub struct ElectorHandle {
+    resign: CancellationToken,
+    leadership: watch::Receiver<Leadership>,
+}
+
+impl ElectorHandle {
+    /// Graceful stop: cancel the task, wait for it to stop, `LEASE.RELEASE` (so a waiting
+    /// follower takes over at once), and make `run` return [`RunOutcome::Resigned`]. Final:
+    /// a resigned elector does not campaign again.
+    pub fn resign(&self) {
+        self.resign.cancel();
+    }
+    pub fn subscribe(&self) -> watch::Receiver<Leadership> {
+        self.leadership.clone()
+    }
+    pub fn leadership(&self) -> Leadership {
+        *self.leadership.borrow()
+    }
+}
+
+/// One candidate for one lease key. See the crate docs for the whole picture.
+pub struct Elector<T: Transport = RedisTransport> {
+    cfg: ElectorConfig,
+    transport: T,
+    tx: watch::Sender<Leadership>,
+    resign: CancellationToken,
+    metrics: Metrics,
+    /// Last known reachability of Redis, for "unreachable"/"recovered" logs (None = unknown).
+    redis_up: Option<bool>,
+}
+
+enum LeadEnd<R> {
+    Lost,
+    Resigned,
+    Finished(R),
+    Panicked(String),
+}
+
+impl Elector<RedisTransport> {
+    /// An elector talking to `config.redis_url`. Does not connect yet (`run` does, with
+    /// backoff), so it never fails because Redis is down.
+    pub fn new(config: ElectorConfig) -> Result<Self, LeaseError> {
+        config.validate()?;
+        let transport = RedisTransport::new(
+            &config.redis_url,
+            config.op_timeout.max(Duration::from_millis(100)),
+        )?;
+        Elector::with_transport(config, transport)
+    }
+}
+
+impl<T: Transport> Elector<T> {
+    /// An elector over any [`Transport`] (tests use a scripted fake).
+    pub fn with_transport(config: ElectorConfig, transport: T) -> Result<Self, LeaseError> {
+        config.validate()?;
+        let (tx, _) = watch::channel(Leadership::Follower);
+        let metrics = Metrics::new(&config.key);
+        Ok(Elector {
+            cfg: config,
+            transport,
+            tx,
+            resign: CancellationToken::new(),
+            metrics,
+            redis_up: None,
+        })
+    }
+
+    pub fn config(&self) -> &ElectorConfig {
+        &self.cfg
+    }
+    pub fn owner(&self) -> &str {
+        &self.cfg.owner
+    }
+    pub fn metrics(&self) -> Metrics {
+        self.metrics.clone()
+    }
+    pub fn subscribe(&self) -> watch::Receiver<Leadership> {
+        self.tx.subscribe()
+    }
+    pub fn handle(&self) -> ElectorHandle {
+        ElectorHandle {
+            resign: self.resign.clone(),
+            leadership: self.tx.subscribe(),
+        }
+    }
+    /// Same as `handle().resign()`.
+    pub fn resign(&self) {
+        self.resign.cancel();
+    }
+
+    /// Campaign; whenever elected, spawn `task(ctx)` and keep the lease renewed while it runs.
+    /// On losing the lease the task is cancelled (and aborted if still running at the
+    /// deadline) and the elector campaigns again. Returns on resign or when the task returns
+    /// by itself (after releasing the lease in both cases). Errors talking to Redis are never
+    /// returned: they are retried, logged and counted; only a panicking task ends `run` with
+    /// an error.
+    pub async fn run<F, Fut, R>(&mut self, mut task: F) -> Result<RunOutcome<R>, LeaseError>
+    where
+        F: FnMut(LeaderContext) -> Fut,
+        Fut: Future<Output = R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let mut attempt: u32 = 0;
+        // A grant the server gave us that we may not use yet (not acked by replicas, or too
+        // late). We hold it on the server, so we re-ask without BLOCK; same owner = refresh.
+        let mut unconfirmed: Option<u64> = None;
+        loop {
+            if self.resign.is_cancelled() {
+                self.release_stray(unconfirmed.is_some()).await;
+                return Ok(RunOutcome::Resigned);
+            }
+            let block = if unconfirmed.is_some() {
+                None
+            } else {
+                Some(self.cfg.block_timeout)
+            };
+            let limit = decide::op_limit(&self.cfg, block);
+            let wait = decide::wait_for(&self.cfg);
+            // Why before sending: the deadline must be measured from a point no later than
+            // the moment the server starts the TTL.
+            let sent_at = Instant::now();
+            let res = tokio::select! {
+                biased;
+                _ = self.resign.cancelled() => None,
+                r = timeout(limit, self.transport.acquire(&self.cfg.key, &self.cfg.owner, self.cfg.ttl, block, wait)) => {
+                    Some(r.unwrap_or_else(|_| Err(CommandError::timeout(limit))))
+                }
+            };
+            let Some(res) = res else {
+                // The abandoned ACQUIRE may still have been granted on the server.
+                self.release_stray(true).await;
+                return Ok(RunOutcome::Resigned);
+            };
+            let now = Instant::now();
+            self.observe("acquire", &res);
+            match decide::on_acquire(&self.cfg, sent_at, now, &res) {
+                AcquireDecision::Lead {
+                    token,
+                    deadline,
+                    next_renew,
+                } => {
+                    attempt = 0;
+                    unconfirmed = None;
+                    self.metrics.acquire("granted");
+                    match self.lead(token, deadline, next_renew, &mut task).await {
+                        LeadEnd::Lost => {}
+                        LeadEnd::Resigned => return Ok(RunOutcome::Resigned),
+                        LeadEnd::Finished(r) => return Ok(RunOutcome::TaskFinished(r)),
+                        LeadEnd::Panicked(m) => return Err(LeaseError::TaskPanicked(m)),
+                    }
+                }
+                AcquireDecision::Unconfirmed {
+                    token,
+                    retry_in,
+                    why,
+                } => {
+                    attempt = 0;
+                    unconfirmed = Some(token);
+                    self.metrics.acquire("unconfirmed");
+                    warn!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = why,
+                        "grant not confirmed; not leading on it");
+                    self.pause(retry_in).await;
+                }
+                AcquireDecision::NotGranted => {
+                    attempt = 0;
+                    unconfirmed = None;
+                    self.metrics.acquire("not_granted");
+                    // Why: BLOCK answers nil only after its timeout; a much faster nil means
+                    // something else is going on, and we must not spin on it.
+                    if block.is_some_and(|b| now - sent_at < b / 2) {
+                        self.pause(
+                            decide::backoff(&self.cfg, 0, fastrand::f64()) + self.cfg.backoff_min,
+                        )
+                        .await;
+                    }
+                }
+                AcquireDecision::Grace(d) => {
+                    self.metrics.acquire("grace");
+                    info!(key = %self.cfg.key, owner = %self.cfg.owner, grace_ms = d.as_millis() as u64,
+                        "server in grace period; waiting");
+                    self.pause(d).await;
+                }
+                AcquireDecision::Backoff(_) => {
+                    self.metrics.acquire("error");
+                    let d = decide::backoff(&self.cfg, attempt, fastrand::f64());
+                    attempt = attempt.saturating_add(1);
+                    debug!(key = %self.cfg.key, backoff_ms = d.as_millis() as u64, attempt, "acquire failed; backing off");
+                    self.pause(d).await;
+                }
+            }
+        }
+    }
+
+    /// Sleep `d` or until resign, whichever comes first.
+    async fn pause(&self, d: Duration) {
+        tokio::select! {
+            _ = self.resign.cancelled() => {}
+            _ = sleep(d) => {}
+        }
+    }
+
+    /// Count errors; log when Redis becomes unreachable and when it is back.
+    fn observe<V>(&mut self, op: &'static str, res: &Result<V, CommandError>) {
+        let up = match res {
+            Ok(_) => true,
+            Err(e) => {
+                self.metrics.redis_error(op, e.kind.label());
+                if !e.kind.is_unreachable() {
+                    warn!(key = %self.cfg.key, owner = %self.cfg.owner, op, error = %e, "redis error");
+                }
+                !e.kind.is_unreachable()
+            }
+        };
+        if self.redis_up != Some(up) {
+            match (up, res) {
+                (true, _) if self.redis_up == Some(false) => {
+                    info!(key = %self.cfg.key, owner = %self.cfg.owner, "redis reachable again")
+                }
+                (false, Err(e)) => {
+                    warn!(key = %self.cfg.key, owner = %self.cfg.owner, op, error = %e, "redis unreachable")
+                }
+                _ => {}
+            }
+            self.redis_up = Some(up);
+            self.metrics.redis_up(up);
+        }
+    }
+
+    async fn lead<F, Fut, R>(
+        &mut self,
+        token: u64,
+        mut deadline: Instant,
+        mut next_renew: Instant,
+        task: &mut F,
+    ) -> LeadEnd<R>
+    where
+        F: FnMut(LeaderContext) -> Fut,
+        Fut: Future<Output = R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let cancel = CancellationToken::new();
+        self.tx.send_replace(Leadership::Leader { token, deadline });
+        self.metrics.leader(token, deadline, "acquired");
+        info!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = "acquired",
+            lead_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64, "became leader");
+        let ctx = LeaderContext {
+            token,
+            key: self.cfg.key.clone(),
+            owner: self.cfg.owner.clone(),
+            stop_budget: self.cfg.stop_budget,
+            cancel: cancel.clone(),
+            leadership: self.tx.subscribe(),
+        };
+        let mut handle = tokio::spawn(task(ctx));
+        let mut finished = None;
+        let reason = loop {
+            let stop = decide::stop_at(&self.cfg, deadline);
+            enum Ev<R> {
+                Stop,
+                Resign,
+                Task(Result<R, tokio::task::JoinError>),
+                Renew,
+            }
+            let ev = tokio::select! {
+                biased;
+                // Why first: past the stop point nothing else matters, not even a renewal
+                // that could still succeed (the task would be running on an unbacked lease).
+                _ = sleep_until(stop) => Ev::Stop,
+                _ = self.resign.cancelled() => Ev::Resign,
+                r = &mut handle => Ev::Task(r),
+                _ = sleep_until(next_renew) => Ev::Renew,
+            };
+            match ev {
+                Ev::Stop => break StepDownReason::DeadlinePassed,
+                Ev::Resign => break StepDownReason::Resigned,
+                Ev::Task(r) => {
+                    finished = Some(r);
+                    break StepDownReason::TaskExited;
+                }
+                Ev::Renew => {}
+            }
+            let sent_at = Instant::now();
+            // Why: this may be the first instruction after a long pause (SIGSTOP, GC, VM
+            // freeze); re-check the clock before trusting the leadership we think we have.
+            if decide::must_stop(&self.cfg, deadline, sent_at) {
+                break StepDownReason::DeadlinePassed;
+            }
+            let limit = decide::op_limit(&self.cfg, None);
+            let wait = decide::wait_for(&self.cfg);
+            enum RenewEv {
+                Stop,
+                Resign,
+                Reply(Result<crate::transport::Replicated<bool>, CommandError>),
+            }
+            let ev = tokio::select! {
+                biased;
+                _ = sleep_until(stop) => RenewEv::Stop,
+                _ = self.resign.cancelled() => RenewEv::Resign,
+                r = timeout(limit, self.transport.renew(&self.cfg.key, &self.cfg.owner, token, self.cfg.ttl, wait)) => {
+                    RenewEv::Reply(r.unwrap_or_else(|_| Err(CommandError::timeout(limit))))
+                }
+            };
+            let res = match ev {
+                RenewEv::Stop => break StepDownReason::DeadlinePassed,
+                RenewEv::Resign => break StepDownReason::Resigned,
+                RenewEv::Reply(r) => r,
+            };
+            let now = Instant::now();
+            self.observe("renew", &res);
+            match decide::on_renew(&self.cfg, deadline, sent_at, now, &res) {
+                RenewDecision::Renewed {
+                    deadline: d,
+                    next_renew: n,
+                } => {
+                    self.metrics.renew("renewed", now - sent_at);
+                    deadline = d;
+                    next_renew = n;
+                    self.tx.send_replace(Leadership::Leader { token, deadline });
+                    self.metrics.deadline(Some(deadline));
+                }
+                RenewDecision::StepDown(r) => {
+                    self.metrics.renew(
+                        if r == StepDownReason::RenewRejected {
+                            "rejected"
+                        } else {
+                            "error"
+                        },
+                        now - sent_at,
+                    );
+                    break r;
+                }
+                RenewDecision::Retry { at, why } => {
+                    self.metrics.renew(
+                        if why == "replicas_not_acked" {
+                            "unconfirmed"
+                        } else {
+                            "error"
+                        },
+                        now - sent_at,
+                    );
+                    debug!(key = %self.cfg.key, token, reason = why, "renewal did not count; retrying");
+                    next_renew = at;
+                }
+            }
+        };
+
+        // Step down. Why publish Follower before the task has stopped: nobody (observers, the
+        // task's own `is_leader()` checks) may believe we lead past this point.
+        self.tx.send_replace(Leadership::Follower);
+        cancel.cancel();
+        self.metrics.follower(reason.label());
+        match reason {
+            StepDownReason::RenewRejected | StepDownReason::DeadlinePassed => {
+                warn!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = reason.label(), "lost leadership")
+            }
+            _ => {
+                info!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = reason.label(), "stepping down")
+            }
+        }
+        let outcome = match finished {
+            Some(r) => Some(r),
+            // The task was told at `deadline - stop_budget`; give it until the deadline.
+            None => match timeout_at(deadline.max(Instant::now()), &mut handle).await {
+                Ok(r) => Some(r),
+                Err(_) => {
+                    handle.abort();
+                    self.metrics.task_overrun();
+                    error!(key = %self.cfg.key, owner = %self.cfg.owner, token,
+                        "leader task still running at the local deadline; aborted (it ignores cancellation)");
+                    None
+                }
+            },
+        };
+        // Why release only now: the lease must stay ours until our task has stopped,
+        // otherwise the next leader could start while we still work.
+        if reason.release_after() {
+            self.release(token).await;
+        }
+        match (reason, outcome) {
+            (StepDownReason::TaskExited, Some(Ok(r))) => LeadEnd::Finished(r),
+            (StepDownReason::TaskExited, Some(Err(e))) => LeadEnd::Panicked(e.to_string()),
+            (StepDownReason::Resigned, _) => LeadEnd::Resigned,
+            _ => LeadEnd::Lost,
+        }
+    }
+
+    /// Best-effort `LEASE.RELEASE` (bounded by `op_timeout`). If it fails the lease simply
+    /// expires on the server.
+    async fn release(&mut self, token: u64) {
+        let limit = self.cfg.op_timeout;
+        let r = timeout(
+            limit,
+            self.transport
+                .release(&self.cfg.key, &self.cfg.owner, token),
+        )
+        .await
+        .unwrap_or_else(|_| Err(CommandError::timeout(limit)));
+        self.observe("release", &r);
+        match r {
+            Ok(released) => {
+                info!(key = %self.cfg.key, owner = %self.cfg.owner, token, released, "released lease")
+            }
+            Err(e) => warn!(key = %self.cfg.key, owner = %self.cfg.owner, token, error = %e,
+                "release failed; the lease will expire on the server"),
+        }
+    }
+
+    /// After resigning as a follower: an abandoned ACQUIRE may have been granted after all
+    /// (or we held an unconfirmed grant). Look, and release it if it is ours.
+    async fn release_stray(&mut self, maybe_granted: bool) {
+        if !maybe_granted {
+            return;
+        }
+        let limit = self.cfg.op_timeout;
+        let r = timeout(limit, self.transport.get(&self.cfg.key))
+            .await
+            .unwrap_or_else(|_| Err(CommandError::timeout(limit)));
+        if let Ok(Some(info)) = r {
+            if info.owner == self.cfg.owner {
+                self.release(info.token).await;
+            }
+        }
+    }
+}

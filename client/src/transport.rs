@@ -1,0 +1,316 @@
+//! The Redis layer: a small [`Transport`] trait with one method per module command the loop
+//! needs, and [`RedisTransport`], its implementation on one `redis` connection. Tests script
+//! a fake `Transport` instead of running a server.
+
+use std::future::Future;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Value};
+
+use crate::error::{CommandError, LeaseError};
+
+/// Ask the server to confirm replication after a write: `WAIT replicas timeout`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitFor {
+    pub replicas: u32,
+    pub timeout: Duration,
+}
+
+/// A write's reply plus, when a [`WaitFor`] was given and the write took effect, how many
+/// replicas acknowledged it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replicated<T> {
+    pub value: T,
+    pub acked: Option<u32>,
+}
+
+/// `LEASE.GET` reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseInfo {
+    pub owner: String,
+    pub token: u64,
+    /// Remaining server-side time to live.
+    pub pttl: Duration,
+}
+
+/// The module commands the election loop uses. Every method may be cancelled (dropped) at any
+/// await point; an implementation must then not reuse a connection with a reply in flight.
+///
+/// `WAIT` must run on the same connection right after the write it confirms (it counts acks
+/// of *this connection's* writes), hence it is part of `acquire`/`renew`, not a method.
+pub trait Transport: Send + 'static {
+    /// `LEASE.ACQUIRE key owner ttl [BLOCK timeout]` (+ `WAIT` when granted and `wait` is set).
+    /// `Ok(value: None)` = not granted.
+    fn acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        block: Option<Duration>,
+        wait: Option<WaitFor>,
+    ) -> impl Future<Output = Result<Replicated<Option<u64>>, CommandError>> + Send;
+
+    /// `LEASE.RENEW key owner token ttl` (+ `WAIT` when renewed and `wait` is set).
+    fn renew(
+        &mut self,
+        key: &str,
+        owner: &str,
+        token: u64,
+        ttl: Duration,
+        wait: Option<WaitFor>,
+    ) -> impl Future<Output = Result<Replicated<bool>, CommandError>> + Send;
+
+    /// `LEASE.RELEASE key owner token`: true if it was held and is now free.
+    fn release(
+        &mut self,
+        key: &str,
+        owner: &str,
+        token: u64,
+    ) -> impl Future<Output = Result<bool, CommandError>> + Send;
+
+    /// `LEASE.GET key`.
+    fn get(
+        &mut self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<LeaseInfo>, CommandError>> + Send;
+}
+
+/// [`Transport`] over one multiplexed `redis` connection, opened lazily and dropped (so the
+/// next call reconnects) after any connection error or a cancelled call.
+pub struct RedisTransport {
+    client: redis::Client,
+    conn: Option<MultiplexedConnection>,
+    connect_timeout: Duration,
+    /// Set while a command is in flight. If a call is dropped half-way (timeout, resign), the
+    /// next call sees it still set and reconnects: a late reply (say, a grant from a BLOCK we
+    /// gave up on) must never be read as the reply to a later command.
+    in_flight: bool,
+}
+
+fn ms(d: Duration) -> u64 {
+    // Why max(1): the module wants positive integers; a sub-millisecond value means "1 ms".
+    (d.as_millis() as u64).max(1)
+}
+
+impl RedisTransport {
+    pub fn new(redis_url: &str, connect_timeout: Duration) -> Result<Self, LeaseError> {
+        let client = redis::Client::open(redis_url)
+            .map_err(|e| LeaseError::Config(format!("redis url {redis_url:?}: {e}")))?;
+        Ok(RedisTransport {
+            client,
+            conn: None,
+            connect_timeout,
+            in_flight: false,
+        })
+    }
+
+    async fn conn(&mut self) -> Result<MultiplexedConnection, CommandError> {
+        if self.in_flight {
+            self.conn = None;
+            self.in_flight = false;
+        }
+        if let Some(c) = &self.conn {
+            return Ok(c.clone());
+        }
+        // No response timeout from the crate: callers bound every call themselves (BLOCK
+        // replies legitimately take up to the block timeout).
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(None);
+        let c = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        self.conn = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Run one command; on connection-level failure forget the connection.
+    async fn query(&mut self, cmd: &redis::Cmd) -> Result<Value, CommandError> {
+        let mut c = self.conn().await?;
+        self.in_flight = true;
+        let r = cmd.query_async::<Value>(&mut c).await;
+        self.in_flight = false;
+        match r {
+            // Error replies may come back as a Value (RESP3) or an Err; unify.
+            Ok(Value::ServerError(e)) => Err(CommandError::from_server(
+                e.code(),
+                e.details().unwrap_or(""),
+            )),
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let e = CommandError::from(e);
+                if e.kind.is_unreachable() {
+                    self.conn = None;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn wait(&mut self, w: WaitFor) -> Result<u32, CommandError> {
+        let v = self
+            .query(
+                redis::cmd("WAIT")
+                    .arg(w.replicas)
+                    .arg(w.timeout.as_millis() as u64),
+            )
+            .await?;
+        match v {
+            Value::Int(n) if n >= 0 => Ok(n.min(u32::MAX as i64) as u32),
+            other => Err(CommandError::protocol(format!("WAIT replied {other:?}"))),
+        }
+    }
+
+    /// `LEASE.FENCE key token`: remaining ms of the live lease if `token` is current,
+    /// `ErrorKind::Fenced` if it is stale.
+    pub async fn fence(&mut self, key: &str, token: u64) -> Result<Duration, CommandError> {
+        match self
+            .query(redis::cmd("LEASE.FENCE").arg(key).arg(token))
+            .await?
+        {
+            Value::Int(n) if n >= 0 => Ok(Duration::from_millis(n as u64)),
+            other => Err(CommandError::protocol(format!(
+                "LEASE.FENCE replied {other:?}"
+            ))),
+        }
+    }
+}
+
+fn token_of(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(n) if *n > 0 => Some(*n as u64),
+        _ => None,
+    }
+}
+
+fn string_of(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+impl Transport for RedisTransport {
+    async fn acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        block: Option<Duration>,
+        wait: Option<WaitFor>,
+    ) -> Result<Replicated<Option<u64>>, CommandError> {
+        let mut cmd = redis::cmd("LEASE.ACQUIRE");
+        cmd.arg(key).arg(owner).arg(ms(ttl));
+        if let Some(b) = block {
+            cmd.arg("BLOCK").arg(ms(b));
+        }
+        let token = match self.query(&cmd).await? {
+            Value::Nil => None,
+            v => match token_of(&v) {
+                Some(t) => Some(t),
+                None => {
+                    return Err(CommandError::protocol(format!(
+                        "LEASE.ACQUIRE replied {v:?}"
+                    )))
+                }
+            },
+        };
+        let acked = match (token, wait) {
+            (Some(_), Some(w)) => Some(self.wait(w).await?),
+            _ => None,
+        };
+        Ok(Replicated {
+            value: token,
+            acked,
+        })
+    }
+
+    async fn renew(
+        &mut self,
+        key: &str,
+        owner: &str,
+        token: u64,
+        ttl: Duration,
+        wait: Option<WaitFor>,
+    ) -> Result<Replicated<bool>, CommandError> {
+        let v = self
+            .query(
+                redis::cmd("LEASE.RENEW")
+                    .arg(key)
+                    .arg(owner)
+                    .arg(token)
+                    .arg(ms(ttl)),
+            )
+            .await?;
+        let renewed = match v {
+            Value::Int(1) => true,
+            Value::Int(0) => false,
+            other => {
+                return Err(CommandError::protocol(format!(
+                    "LEASE.RENEW replied {other:?}"
+                )))
+            }
+        };
+        let acked = match (renewed, wait) {
+            (true, Some(w)) => Some(self.wait(w).await?),
+            _ => None,
+        };
+        Ok(Replicated {
+            value: renewed,
+            acked,
+        })
+    }
+
+    async fn release(&mut self, key: &str, owner: &str, token: u64) -> Result<bool, CommandError> {
+        match self
+            .query(redis::cmd("LEASE.RELEASE").arg(key).arg(owner).arg(token))
+            .await?
+        {
+            Value::Int(1) => Ok(true),
+            Value::Int(0) => Ok(false),
+            other => Err(CommandError::protocol(format!(
+                "LEASE.RELEASE replied {other:?}"
+            ))),
+        }
+    }
+
+    async fn get(&mut self, key: &str) -> Result<Option<LeaseInfo>, CommandError> {
+        let v = self.query(redis::cmd("LEASE.GET").arg(key)).await?;
+        let fields: Vec<Value> = match v {
+            Value::Nil => return Ok(None),
+            Value::Array(items) => items,
+            // RESP3: a map owner/token/pttl.
+            Value::Map(pairs) => {
+                let find = |name: &str| {
+                    pairs
+                        .iter()
+                        .find(|(k, _)| string_of(k).as_deref() == Some(name))
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or(Value::Nil)
+                };
+                vec![find("owner"), find("token"), find("pttl")]
+            }
+            other => {
+                return Err(CommandError::protocol(format!(
+                    "LEASE.GET replied {other:?}"
+                )))
+            }
+        };
+        match fields.as_slice() {
+            [o, Value::Int(t), Value::Int(p)] if *t > 0 && *p >= 0 => match string_of(o) {
+                Some(owner) => Ok(Some(LeaseInfo {
+                    owner,
+                    token: *t as u64,
+                    pttl: Duration::from_millis(*p as u64),
+                })),
+                None => Err(CommandError::protocol("LEASE.GET owner is not a string")),
+            },
+            _ => Err(CommandError::protocol(format!(
+                "LEASE.GET replied {fields:?}"
+            ))),
+        }
+    }
+}
