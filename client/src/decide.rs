@@ -230,3 +230,241 @@ pub fn on_renew(
 pub fn must_stop(cfg: &ElectorConfig, deadline: Instant, now: Instant) -> bool {
     now >= stop_at(cfg, deadline)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::CommandError;
+
+    type AcqCase<'a> = (
+        &'a ElectorConfig,
+        Duration,
+        Result<Replicated<Option<u64>>, CommandError>,
+        AcquireDecision,
+    );
+    type RenewCase<'a> = (
+        &'a ElectorConfig,
+        Duration,
+        Result<Replicated<bool>, CommandError>,
+        RenewDecision,
+    );
+
+    fn cfg() -> ElectorConfig {
+        // ttl 1000 ms: lead_time = 990 - 10 = 980 ms, stop_budget 200 ms, renew 333 ms.
+        ElectorConfig::new("redis://x/", "k", Duration::from_millis(1000))
+            .with_backoff(Duration::from_millis(50), Duration::from_millis(5000))
+    }
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+    fn granted(t: u64, acked: Option<u32>) -> Result<Replicated<Option<u64>>, CommandError> {
+        Ok(Replicated {
+            value: Some(t),
+            acked,
+        })
+    }
+    fn renewed(ok: bool, acked: Option<u32>) -> Result<Replicated<bool>, CommandError> {
+        Ok(Replicated { value: ok, acked })
+    }
+    fn err(kind: ErrorKind) -> CommandError {
+        CommandError::new(kind, "x")
+    }
+
+    #[test]
+    fn acquire_table() {
+        let c = cfg();
+        let c2 = cfg().with_min_replicas(2, ms(50));
+        let t0 = Instant::now();
+        let lead = |t| AcquireDecision::Lead {
+            token: t,
+            deadline: t0 + ms(980),
+            next_renew: t0 + c.renew_interval,
+        };
+        let cases: Vec<AcqCase> = vec![
+            (&c, ms(1), granted(7, None), lead(7)),
+            // A slow reply still leads if it came before the stop point (980 - 200).
+            (&c, ms(779), granted(7, None), lead(7)),
+            (
+                &c,
+                ms(780),
+                granted(7, None),
+                AcquireDecision::Unconfirmed {
+                    token: 7,
+                    retry_in: ms(0),
+                    why: "late_reply",
+                },
+            ),
+            (
+                &c,
+                ms(1),
+                Ok(Replicated {
+                    value: None,
+                    acked: None,
+                }),
+                AcquireDecision::NotGranted,
+            ),
+            (
+                &c,
+                ms(1),
+                Err(err(ErrorKind::Grace(ms(1234)))),
+                AcquireDecision::Grace(ms(1234)),
+            ),
+            (
+                &c,
+                ms(1),
+                Err(err(ErrorKind::Connection)),
+                AcquireDecision::Backoff(ErrorKind::Connection),
+            ),
+            (
+                &c,
+                ms(1),
+                Err(err(ErrorKind::NoReplicas)),
+                AcquireDecision::Backoff(ErrorKind::NoReplicas),
+            ),
+            (
+                &c2,
+                ms(1),
+                granted(7, Some(1)),
+                AcquireDecision::Unconfirmed {
+                    token: 7,
+                    retry_in: ms(50),
+                    why: "replicas_not_acked",
+                },
+            ),
+            (
+                &c2,
+                ms(1),
+                granted(7, None),
+                AcquireDecision::Unconfirmed {
+                    token: 7,
+                    retry_in: ms(50),
+                    why: "replicas_not_acked",
+                },
+            ),
+        ];
+        for (i, (c, after, res, want)) in cases.into_iter().enumerate() {
+            assert_eq!(on_acquire(c, t0, t0 + after, &res), want, "case {i}");
+        }
+        let c2lead = on_acquire(&c2, t0, t0 + ms(1), &granted(7, Some(2)));
+        assert!(matches!(c2lead, AcquireDecision::Lead { token: 7, .. }));
+    }
+
+    #[test]
+    fn renew_table() {
+        let c = cfg();
+        let c2 = cfg().with_min_replicas(1, ms(50));
+        let t0 = Instant::now();
+        let old = t0 + ms(500); // current deadline; stop point t0 + 300
+        let sent = t0 + ms(100);
+        let cases: Vec<RenewCase> = vec![
+            (
+                &c,
+                ms(101),
+                renewed(true, None),
+                RenewDecision::Renewed {
+                    deadline: sent + ms(980),
+                    next_renew: sent + c.renew_interval,
+                },
+            ),
+            (
+                &c,
+                ms(101),
+                renewed(false, None),
+                RenewDecision::StepDown(StepDownReason::RenewRejected),
+            ),
+            // Errors: retry a quarter renew interval later, capped at the stop point...
+            (
+                &c,
+                ms(150),
+                Err(err(ErrorKind::Timeout)),
+                RenewDecision::Retry {
+                    at: t0 + ms(150) + retry_interval(&c),
+                    why: "timeout",
+                },
+            ),
+            (
+                &c,
+                ms(290),
+                Err(err(ErrorKind::Connection)),
+                RenewDecision::Retry {
+                    at: t0 + ms(300),
+                    why: "error",
+                },
+            ),
+            // ... and step down once it is reached.
+            (
+                &c,
+                ms(300),
+                Err(err(ErrorKind::Connection)),
+                RenewDecision::StepDown(StepDownReason::DeadlinePassed),
+            ),
+            (
+                &c2,
+                ms(101),
+                renewed(true, Some(0)),
+                RenewDecision::Retry {
+                    at: t0 + ms(101) + retry_interval(&c2),
+                    why: "replicas_not_acked",
+                },
+            ),
+            (
+                &c2,
+                ms(101),
+                renewed(true, Some(1)),
+                RenewDecision::Renewed {
+                    deadline: sent + ms(980),
+                    next_renew: sent + c.renew_interval,
+                },
+            ),
+            // A renewal confirmed after its own stop point is useless.
+            (
+                &c,
+                ms(100 + 780),
+                renewed(true, None),
+                RenewDecision::StepDown(StepDownReason::DeadlinePassed),
+            ),
+        ];
+        for (i, (c, after, res, want)) in cases.into_iter().enumerate() {
+            assert_eq!(on_renew(c, old, sent, t0 + after, &res), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn backoff_is_capped_exponential_with_full_jitter() {
+        let c = cfg();
+        assert_eq!(backoff(&c, 0, 0.0), ms(0));
+        assert_eq!(backoff(&c, 0, 0.999_999), ms(50).mul_f64(0.999_999));
+        assert_eq!(backoff(&c, 3, 0.5), ms(200));
+        assert_eq!(backoff(&c, 10, 0.5), ms(2500)); // capped at 5 s
+        assert_eq!(backoff(&c, u32::MAX, 1.0), ms(5000));
+    }
+
+    #[test]
+    fn deadline_arithmetic() {
+        let c = cfg();
+        let t0 = Instant::now();
+        assert_eq!(local_deadline(&c, t0), t0 + ms(980));
+        assert_eq!(stop_at(&c, t0 + ms(980)), t0 + ms(780));
+        assert!(!must_stop(&c, t0 + ms(980), t0 + ms(779)));
+        assert!(must_stop(&c, t0 + ms(980), t0 + ms(780)));
+        assert_eq!(op_limit(&c, Some(ms(5000))), ms(5200));
+        assert_eq!(op_limit(&cfg().with_min_replicas(1, ms(30)), None), ms(230));
+    }
+
+    #[test]
+    fn grace_message_parses() {
+        let e = CommandError::from_server(
+            "GRACE",
+            "2345 ms left: lease grants resume after the failover grace period",
+        );
+        assert_eq!(e.kind, ErrorKind::Grace(ms(2345)));
+        assert_eq!(
+            CommandError::from_server("READONLY", "You can't write").kind,
+            ErrorKind::ReadOnly
+        );
+        assert!(matches!(
+            CommandError::from_server("ERR", "ttl too large").kind,
+            ErrorKind::Rejected(_)
+        ));
+    }
+}
