@@ -1,1 +1,146 @@
-fn main() {}
+//! `lease-harness`: one binary, one subcommand per process role.
+//!
+//! - `run`: the orchestrator (Redis primary + replica, resource, electors, proxies, faults,
+//!   then the checker). `scripts/chaos` wraps it.
+//! - `elector`: one elector process (the client library's election loop + the work loop).
+//! - `resource`: the protected resource process.
+//! - `check DIR...`: the checker over recorded run folders (exit 1 on any violation).
+
+use lease_harness::checker::{check, RunData, Summary};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+mod args;
+mod elector;
+mod orchestrate;
+
+use args::Args;
+
+const USAGE: &str = "\
+usage:
+  lease-harness run --runs N --electors M --seconds S [--fault KIND]... [--seed X] [--out DIR]
+                    [--ttl-ms T] [--grace-ms G] [--elector-mode safe|ignore-deadline] [--no-fence]
+                    [--module PATH] [--keep-going]
+  lease-harness check [--svg] DIR...          (run folders, or folders of run-* folders)
+  lease-harness resource --out FILE [--no-fence]
+  lease-harness elector --id ID --redis URL --resource ADDR --out FILE --ttl-ms T
+                        [--mode safe|ignore-deadline]
+faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump (default: all)";
+
+fn main() -> ExitCode {
+    let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.is_empty() || argv[0] == "--help" || argv[0] == "-h" {
+        println!("{USAGE}");
+        return ExitCode::SUCCESS;
+    }
+    let sub = argv.remove(0);
+    let args = Args::new(argv);
+    let res = match sub.as_str() {
+        "run" => orchestrate::main(args),
+        "elector" => elector::main(args),
+        "resource" => resource_main(args),
+        "check" => check_main(args),
+        other => Err(format!("unknown subcommand {other}\n{USAGE}")),
+    };
+    match res {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("lease-harness {sub}: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn resource_main(mut args: Args) -> Result<ExitCode, String> {
+    let out = PathBuf::from(args.required("--out")?);
+    let fence = !args.flag("--no-fence");
+    args.done()?;
+    let log = lease_harness::history::JsonlWriter::create(&out)
+        .map_err(|e| format!("{}: {e}", out.display()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        // The orchestrator reads this line to learn where we listen.
+        println!("LISTENING {addr}");
+        let res = lease_harness::resource::Resource::new(log, fence);
+        tokio::select! {
+            r = lease_harness::resource::serve(listener, res) => r.map_err(|e| e.to_string()),
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        }
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Run folders under `dir`: itself if it holds `run.jsonl`, else its `run-*` children.
+pub fn run_dirs(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    if dir.join("run.jsonl").exists() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("run.jsonl").exists())
+        .collect();
+    v.sort();
+    if v.is_empty() {
+        return Err(format!(
+            "{}: no run.jsonl and no run folders",
+            dir.display()
+        ));
+    }
+    Ok(v)
+}
+
+/// Check one run folder: print its violations, write `report.json` (and the timeline when
+/// asked), and add it to the summary.
+pub fn check_one(dir: &Path, svg: bool, summary: &mut Summary) -> Result<(), String> {
+    let data = RunData::load(dir)?;
+    let rep = check(&data);
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run");
+    for v in &rep.violations {
+        println!("VIOLATION {name} {}: {}", v.kind, v.detail);
+    }
+    let json = serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join("report.json"), json).map_err(|e| e.to_string())?;
+    if svg {
+        let title = format!(
+            "{name}: {} grants, {} violations",
+            rep.grants,
+            rep.violations.len()
+        );
+        std::fs::write(
+            dir.join("timeline.svg"),
+            lease_harness::svg::timeline(&data, &title),
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    summary.add(&rep);
+    Ok(())
+}
+
+fn check_main(mut args: Args) -> Result<ExitCode, String> {
+    let svg = args.flag("--svg");
+    let dirs = args.positional()?;
+    if dirs.is_empty() {
+        return Err("check needs at least one folder".into());
+    }
+    let mut summary = Summary::default();
+    for d in dirs {
+        for run in run_dirs(Path::new(&d))? {
+            check_one(&run, svg, &mut summary)?;
+        }
+    }
+    println!("{}", summary.line());
+    Ok(if summary.violations == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,494 @@
+//! The checker: judges a run only from what the processes recorded.
+//!
+//! Safety (any hit is a violation, the run fails):
+//! - `token_regression`: the resource accepted a token lower than one it had accepted
+//!   before (read from the resource's own log, in decision order);
+//! - `overlap`: two electors' acting intervals overlap. An acting interval of a reign (one
+//!   elector, one token) runs from its first to its last *check*: the instant the elector
+//!   decided "I am leader, I act now" right before a write. A write that was decided in time
+//!   and then delayed (a GC pause between check and send) is not acting late; it is a stale
+//!   write, and fencing has to catch it, which the next rule checks;
+//! - `stale_accepted`: the resource accepted a write that reached it after its writer's own
+//!   lease deadline *and* after a higher token had been granted to someone else;
+//! - `duplicate_token`: one token granted to two electors;
+//! - `orphan_write`: the resource saw a write from a reign no elector recorded.
+//!
+//! Liveness (figures, not verdicts; targets are in docs/evidence.md):
+//! - crash failover: kill -9 of the leader -> next grant;
+//! - loss failover: leader paused / partitioned / blackholed -> next grant;
+//! - handover: the resigning leader's task stopped -> next grant (RELEASE + wake-up);
+//! - redis back: Redis answered again after restart/promotion -> next grant (includes grace);
+//! - flapping: grants per minute in fault-free periods (away from any fault by 2 TTL + grace).
+
+use crate::history::{read_jsonl, ElectorEvent, ResourceWrite, RunEvent};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub struct RunData {
+    pub dir: PathBuf,
+    pub run: Vec<RunEvent>,
+    pub resource: Vec<ResourceWrite>,
+    /// (elector id, its events)
+    pub electors: Vec<(String, Vec<ElectorEvent>)>,
+}
+
+impl RunData {
+    pub fn load(dir: &Path) -> Result<RunData, String> {
+        let run = read_jsonl(&dir.join("run.jsonl"))?;
+        let resource = read_jsonl(&dir.join("resource.jsonl"))?;
+        let mut electors = vec![];
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                name.starts_with("elector-") && name.ends_with(".jsonl")
+            })
+            .collect();
+        entries.sort();
+        for p in entries {
+            let evs: Vec<ElectorEvent> = read_jsonl(&p)?;
+            let id = evs
+                .iter()
+                .find_map(|e| match e {
+                    ElectorEvent::Start { elector, .. } => Some(elector.clone()),
+                    _ => None,
+                })
+                .unwrap_or_else(|| {
+                    let stem = p.file_stem().and_then(|s| s.to_str()).unwrap_or("?");
+                    stem.trim_start_matches("elector-").to_string()
+                });
+            electors.push((id, evs));
+        }
+        Ok(RunData {
+            dir: dir.to_path_buf(),
+            run,
+            resource,
+            electors,
+        })
+    }
+}
+
+/// One elector holding one token.
+#[derive(Clone, Debug, Serialize)]
+pub struct Reign {
+    pub elector: String,
+    pub token: u64,
+    pub grant: u64,
+    /// The latest local deadline the elector reported for this token.
+    pub deadline: u64,
+    pub first_check: Option<u64>,
+    pub last_check: Option<u64>,
+    pub checks: u64,
+    pub stop: Option<u64>,
+}
+
+pub fn reigns(data: &RunData) -> Vec<Reign> {
+    let mut out: Vec<Reign> = vec![];
+    for (id, evs) in &data.electors {
+        let mut cur: BTreeMap<u64, usize> = BTreeMap::new();
+        for e in evs {
+            match e {
+                ElectorEvent::Grant { t, token, deadline } => {
+                    cur.insert(*token, out.len());
+                    out.push(Reign {
+                        elector: id.clone(),
+                        token: *token,
+                        grant: *t,
+                        deadline: *deadline,
+                        first_check: None,
+                        last_check: None,
+                        checks: 0,
+                        stop: None,
+                    });
+                }
+                ElectorEvent::Check {
+                    t, token, deadline, ..
+                } => {
+                    if let Some(&i) = cur.get(token) {
+                        let r = &mut out[i];
+                        // Renewals move the deadline forward; the reign's deadline is the
+                        // last one the elector acted under.
+                        r.deadline = r.deadline.max(*deadline);
+                        r.first_check.get_or_insert(*t);
+                        r.last_check = Some(*t);
+                        r.checks += 1;
+                    }
+                }
+                ElectorEvent::Stop { t, token, .. } => {
+                    if let Some(&i) = cur.get(token) {
+                        out[i].stop = Some(*t);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out.sort_by_key(|r| r.grant);
+    out
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    pub kind: String,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunReport {
+    pub dir: String,
+    pub violations: Vec<Violation>,
+    /// category -> latencies in ms
+    pub latencies: BTreeMap<String, Vec<f64>>,
+    pub faults: BTreeMap<String, u64>,
+    pub faults_skipped: u64,
+    pub grants: u64,
+    pub writes_accepted: u64,
+    pub writes_rejected: u64,
+    /// Writes that reached the resource after their writer's deadline, by outcome.
+    pub late_writes_accepted: u64,
+    pub late_writes_rejected: u64,
+    pub fault_free_minutes: f64,
+    pub fault_free_changes: u64,
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+pub fn check(data: &RunData) -> RunReport {
+    let mut rep = RunReport {
+        dir: data.dir.display().to_string(),
+        ..Default::default()
+    };
+    let reigns = reigns(data);
+    rep.grants = reigns.len() as u64;
+    let mut v = |kind: &str, detail: String| {
+        rep.violations.push(Violation {
+            kind: kind.into(),
+            detail,
+        })
+    };
+
+    // duplicate_token
+    let mut by_token: BTreeMap<u64, &Reign> = BTreeMap::new();
+    for r in &reigns {
+        if let Some(o) = by_token.get(&r.token) {
+            if o.elector != r.elector {
+                v(
+                    "duplicate_token",
+                    format!(
+                        "token {} granted to {} and {}",
+                        r.token, o.elector, r.elector
+                    ),
+                );
+            }
+        } else {
+            by_token.insert(r.token, r);
+        }
+    }
+
+    // token_regression, in the resource's decision order
+    let mut max_acc = 0u64;
+    for w in &data.resource {
+        if w.accepted {
+            if w.token < max_acc {
+                v(
+                    "token_regression",
+                    format!(
+                        "resource accepted token {} from {} (seq {}) after token {} at t={:.3}ms",
+                        w.token,
+                        w.writer,
+                        w.seq,
+                        max_acc,
+                        ms(w.t)
+                    ),
+                );
+            }
+            max_acc = max_acc.max(w.token);
+        }
+    }
+
+    // overlap of acting intervals
+    let acting: Vec<&Reign> = reigns.iter().filter(|r| r.first_check.is_some()).collect();
+    for (i, a) in acting.iter().enumerate() {
+        for b in &acting[i + 1..] {
+            if a.elector == b.elector {
+                continue;
+            }
+            let (a0, a1) = (a.first_check.unwrap_or(0), a.last_check.unwrap_or(0));
+            let (b0, b1) = (b.first_check.unwrap_or(0), b.last_check.unwrap_or(0));
+            if a0 <= b1 && b0 <= a1 {
+                v(
+                    "overlap",
+                    format!(
+                        "{} (token {}) acted {:.3}..{:.3}ms and {} (token {}) acted {:.3}..{:.3}ms",
+                        a.elector,
+                        a.token,
+                        ms(a0),
+                        ms(a1),
+                        b.elector,
+                        b.token,
+                        ms(b0),
+                        ms(b1)
+                    ),
+                );
+            }
+        }
+    }
+
+    // stale writes: late for their own lease and superseded by a grant
+    let key = |e: &str, t: u64| (e.to_string(), t);
+    let reign_of: BTreeMap<(String, u64), &Reign> = reigns
+        .iter()
+        .map(|r| (key(&r.elector, r.token), r))
+        .collect();
+    for w in &data.resource {
+        if w.accepted {
+            rep.writes_accepted += 1;
+        } else {
+            rep.writes_rejected += 1;
+        }
+        let Some(r) = reign_of.get(&key(&w.writer, w.token)) else {
+            v(
+                "orphan_write",
+                format!(
+                    "resource saw token {} from {} but no elector recorded that grant",
+                    w.token, w.writer
+                ),
+            );
+            continue;
+        };
+        if w.t <= r.deadline {
+            continue;
+        }
+        if w.accepted {
+            rep.late_writes_accepted += 1;
+        } else {
+            rep.late_writes_rejected += 1;
+        }
+        let superseded = reigns.iter().find(|o| o.token > w.token && o.grant < w.t);
+        if let (true, Some(o)) = (w.accepted, superseded) {
+            v(
+                "stale_accepted",
+                format!(
+                    "resource accepted {} token {} at {:.3}ms: {:.3}ms past its deadline, {} held token {} since {:.3}ms",
+                    w.writer,
+                    w.token,
+                    ms(w.t),
+                    ms(w.t - r.deadline),
+                    o.elector,
+                    o.token,
+                    ms(o.grant)
+                ),
+            );
+        }
+    }
+
+    liveness(data, &reigns, &mut rep);
+    rep
+}
+
+fn liveness(data: &RunData, reigns: &[Reign], rep: &mut RunReport) {
+    let mut ttl_ms = 0u64;
+    let mut grace_ms = 0u64;
+    let mut end = u64::MAX;
+    let mut faults = vec![];
+    let mut ups = vec![];
+    for e in &data.run {
+        match e {
+            RunEvent::RunStart {
+                ttl_ms: t,
+                grace_ms: g,
+                ..
+            } => {
+                ttl_ms = *t;
+                grace_ms = *g;
+            }
+            RunEvent::RunEnd { t } => end = *t,
+            RunEvent::Fault {
+                kind,
+                t,
+                t_end,
+                target,
+                skipped,
+                ..
+            } => {
+                if skipped.is_some() {
+                    rep.faults_skipped += 1;
+                } else {
+                    *rep.faults.entry(kind.clone()).or_default() += 1;
+                    faults.push((kind.clone(), *t, *t_end, target.clone()));
+                }
+            }
+            RunEvent::RedisUp { t, .. } => ups.push(*t),
+        }
+    }
+    faults.sort_by_key(|f| f.1);
+    let grants: Vec<(u64, &str)> = reigns
+        .iter()
+        .map(|r| (r.grant, r.elector.as_str()))
+        .collect();
+    let next_grant = |after: u64, before: u64| {
+        grants
+            .iter()
+            .find(|g| g.0 > after && g.0 < before)
+            .map(|g| g.0)
+    };
+    let mut push = |cat: &str, from: u64, to: u64| {
+        rep.latencies
+            .entry(cat.to_string())
+            .or_default()
+            .push(ms(to.saturating_sub(from)));
+    };
+    for (i, (kind, t, _t_end, target)) in faults.iter().enumerate() {
+        // A measurement belongs to its fault only until the next fault starts.
+        let horizon = faults.get(i + 1).map(|f| f.1).unwrap_or(end).min(end);
+        // Was the target leading when the fault hit? (acting-relevant faults only)
+        let target_led = reigns
+            .iter()
+            .any(|r| &r.elector == target && r.grant <= *t && r.stop.is_none_or(|s| s >= *t));
+        match kind.as_str() {
+            "kill" if target_led => {
+                if let Some(g) = next_grant(*t, horizon) {
+                    push("crash_failover", *t, g);
+                }
+            }
+            "pause" | "partition" | "blackhole" if target_led => {
+                if let Some(g) = next_grant(*t, horizon) {
+                    push("loss_failover", *t, g);
+                }
+            }
+            "resign" => {
+                // from the moment the leader's task stopped (RELEASE goes out right after)
+                let stop = reigns
+                    .iter()
+                    .filter(|r| &r.elector == target && r.grant <= *t)
+                    .filter_map(|r| r.stop)
+                    .filter(|s| *s >= *t)
+                    .min();
+                if let Some(s) = stop {
+                    if let Some(g) = next_grant(s, horizon) {
+                        push("handover", s, g);
+                    }
+                }
+            }
+            "restart" | "restart-aof" | "failover" => {
+                if let Some(&up) = ups.iter().find(|u| **u >= *t && **u < horizon) {
+                    if let Some(g) = next_grant(up, horizon) {
+                        push("redis_back", up, g);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // Flapping: grants in fault-free windows.
+    let Some(first) = grants.first().map(|g| g.0) else {
+        return;
+    };
+    if end == u64::MAX {
+        end = grants.last().map(|g| g.0).unwrap_or(first);
+    }
+    let recovery = (2 * ttl_ms + grace_ms) * 1_000_000;
+    let busy: Vec<(u64, u64)> = faults.iter().map(|f| (f.1, f.2 + recovery)).collect();
+    let free = |t: u64| !busy.iter().any(|(a, b)| t >= *a && t <= *b);
+    // Integrate fault-free time in 10 ms steps (bounded: a run is minutes long).
+    let step = 10_000_000u64;
+    let mut t = first;
+    let mut free_ns = 0u64;
+    while t < end {
+        if free(t) {
+            free_ns += step.min(end - t);
+        }
+        t += step;
+    }
+    rep.fault_free_minutes = free_ns as f64 / 60e9;
+    rep.fault_free_changes = grants
+        .iter()
+        .filter(|g| g.0 > first && g.0 < end && free(g.0))
+        .count() as u64;
+}
+
+/// Nearest-rank percentile of unsorted samples.
+pub fn percentile(samples: &[f64], p: f64) -> Option<f64> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut s = samples.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    let rank = ((p / 100.0) * s.len() as f64).ceil() as usize;
+    Some(s[rank.clamp(1, s.len()) - 1])
+}
+
+/// Totals over many runs and the one-line summary.
+#[derive(Debug, Default, Serialize)]
+pub struct Summary {
+    pub runs: u64,
+    pub violations: u64,
+    pub latencies: BTreeMap<String, Vec<f64>>,
+    pub faults: BTreeMap<String, u64>,
+    pub faults_skipped: u64,
+    pub writes_accepted: u64,
+    pub writes_rejected: u64,
+    pub late_writes_rejected: u64,
+    pub fault_free_minutes: f64,
+    pub fault_free_changes: u64,
+}
+
+impl Summary {
+    pub fn add(&mut self, r: &RunReport) {
+        self.runs += 1;
+        self.violations += r.violations.len() as u64;
+        for (k, v) in &r.latencies {
+            self.latencies.entry(k.clone()).or_default().extend(v);
+        }
+        for (k, n) in &r.faults {
+            *self.faults.entry(k.clone()).or_default() += n;
+        }
+        self.faults_skipped += r.faults_skipped;
+        self.writes_accepted += r.writes_accepted;
+        self.writes_rejected += r.writes_rejected;
+        self.late_writes_rejected += r.late_writes_rejected;
+        self.fault_free_minutes += r.fault_free_minutes;
+        self.fault_free_changes += r.fault_free_changes;
+    }
+
+    /// `runs=… violations=… crash_failover_p50_ms=… …`
+    pub fn line(&self) -> String {
+        let mut s = format!("runs={} violations={}", self.runs, self.violations);
+        for cat in ["crash_failover", "loss_failover", "handover", "redis_back"] {
+            let l = self.latencies.get(cat).map(|v| v.as_slice()).unwrap_or(&[]);
+            match (
+                percentile(l, 50.0),
+                percentile(l, 99.0),
+                percentile(l, 100.0),
+            ) {
+                (Some(a), Some(b), Some(c)) => {
+                    s += &format!(
+                        " {cat}_n={} {cat}_p50_ms={a:.1} {cat}_p99_ms={b:.1} {cat}_max_ms={c:.1}",
+                        l.len()
+                    )
+                }
+                _ => s += &format!(" {cat}_n=0"),
+            }
+        }
+        let per_min = if self.fault_free_minutes > 0.0 {
+            self.fault_free_changes as f64 / self.fault_free_minutes
+        } else {
+            0.0
+        };
+        let faults: u64 = self.faults.values().sum();
+        s += &format!(
+            " fault_free_changes_per_min={per_min:.2} fault_free_min={:.1} faults={faults} skipped={} writes_ok={} writes_fenced={} late_fenced={}",
+            self.fault_free_minutes,
+            self.faults_skipped,
+            self.writes_accepted,
+            self.writes_rejected,
+            self.late_writes_rejected
+        );
+        s
+    }
+}

@@ -1,0 +1,254 @@
+//! One elector process: the client library's election loop, plus the "work" a leader does
+//! (write to the protected resource with its token), recorded as a history.
+//!
+//! # Work loop of a reign (safe mode)
+//! ```text
+//! grant -> loop { check: ctx.is_leader()?  -> record Check(t)
+//!                 prepare (PREP_MS: the window where a pause turns a write stale)
+//!                 write(token) to the resource -> record Ack(ok/fenced)
+//!                 sleep PERIOD_MS or stop when cancelled }
+//! ```
+//! The check is the library's "check the deadline after every step" (`is_leader()` reads the
+//! monotonic clock, so it is right even after a pause). The prepare step between check and
+//! write is deliberate: it is where a GC pause / SIGSTOP lands in real systems, and where only
+//! fencing can save the resource.
+//!
+//! # Unsafe mode (negative control)
+//! `ignore-deadline`: the writes run in a detached task that ignores cancellation and the
+//! deadline and keeps writing for `LINGER_TTLS` TTLs after the library told it to stop (a
+//! worker thread nobody joins). The checker must flag it.
+
+use crate::args::Args;
+use lease_harness::clock::{instant_to_ns, mono_ns};
+use lease_harness::history::{ElectorEvent, JsonlWriter};
+use lease_harness::resource::{ResourceClient, WriteResult};
+use redis_lease_client::{Elector, ElectorConfig, LeaderContext, RunOutcome};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const PREP_MS: u64 = 15;
+const PERIOD_MS: u64 = 25;
+const LINGER_TTLS: u32 = 3;
+
+#[derive(Clone)]
+struct Rec(Arc<Mutex<JsonlWriter>>);
+
+impl Rec {
+    fn write(&self, e: ElectorEvent) {
+        let mut w = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(err) = w.write(&e) {
+            eprintln!("elector: cannot record {e:?}: {err}");
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Work {
+    id: String,
+    resource: String,
+    rec: Rec,
+    ttl: Duration,
+    unsafe_linger: bool,
+}
+
+pub fn main(mut args: Args) -> Result<ExitCode, String> {
+    let id = args.required("--id")?;
+    let redis = args.required("--redis")?;
+    let resource = args.required("--resource")?;
+    let out = PathBuf::from(args.required("--out")?);
+    let ttl = Duration::from_millis(args.parsed("--ttl-ms", 1000u64)?);
+    let key = args
+        .value("--key")?
+        .unwrap_or_else(|| "chaos:leader".into());
+    let mode = args.value("--mode")?.unwrap_or_else(|| "safe".into());
+    args.done()?;
+    let unsafe_linger = match mode.as_str() {
+        "safe" => false,
+        "ignore-deadline" => true,
+        m => return Err(format!("unknown --mode {m}")),
+    };
+    // Library logs (transitions, errors) go to stderr, which the orchestrator keeps per process.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+
+    let log = JsonlWriter::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let rec = Rec(Arc::new(Mutex::new(log)));
+    // The owner starts with our id, so the orchestrator can map LEASE.GET's owner to us.
+    let owner = format!("{id}-{}-{:08x}", std::process::id(), fastrand::u32(..));
+    rec.write(ElectorEvent::Start {
+        t: mono_ns(),
+        elector: id.clone(),
+        pid: std::process::id(),
+        owner: owner.clone(),
+        mode,
+    });
+
+    let cfg = ElectorConfig::new(redis, key, ttl)
+        .with_owner(owner)
+        // Reconnect backoff capped at one TTL (library default 5 s): the harness measures
+        // "Redis back -> next grant", which the cap bounds.
+        .with_backoff(Duration::from_millis(50), ttl);
+    let work = Work {
+        id,
+        resource,
+        rec: rec.clone(),
+        ttl,
+        unsafe_linger,
+    };
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let rec_main = rec.clone();
+    let why = rt.block_on(async move {
+        let mut elector = Elector::new(cfg).map_err(|e| e.to_string())?;
+        let handle = elector.handle();
+        let rec2 = rec.clone();
+        tokio::spawn(async move {
+            let Ok(mut term) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            else {
+                return;
+            };
+            term.recv().await;
+            rec2.write(ElectorEvent::Resign { t: mono_ns() });
+            handle.resign();
+        });
+        let outcome = elector
+            .run(move |ctx| {
+                let w = work.clone();
+                async move { w.reign(ctx).await }
+            })
+            .await;
+        Ok::<String, String>(match outcome {
+            Ok(RunOutcome::Resigned) => "resigned".into(),
+            Ok(RunOutcome::TaskFinished(())) => "task finished".into(),
+            Err(e) => format!("error: {e}"),
+        })
+    })?;
+    rec_main.write(ElectorEvent::Exit { t: mono_ns(), why });
+    // Detached unsafe writers must not outlive the process's intent; dropping the runtime
+    // cancels them.
+    rt.shutdown_timeout(Duration::from_millis(100));
+    Ok(ExitCode::SUCCESS)
+}
+
+impl Work {
+    async fn reign(self, ctx: LeaderContext) {
+        let token = ctx.token();
+        let deadline_ns = |ctx: &LeaderContext| {
+            ctx.deadline()
+                .map(|d| instant_to_ns(d.into_std()))
+                .unwrap_or(0)
+        };
+        self.rec.write(ElectorEvent::Grant {
+            t: mono_ns(),
+            token,
+            deadline: deadline_ns(&ctx),
+        });
+        if self.unsafe_linger {
+            // The bug under test: work detached from the lease's lifetime.
+            let me = self.clone();
+            let c = ctx.clone();
+            tokio::spawn(async move { me.unsafe_loop(c).await });
+            ctx.cancelled().await;
+            return;
+        }
+        let mut res: Option<ResourceClient> = None;
+        let mut seq = 0u64;
+        let why = loop {
+            // The check: decided here, on the monotonic clock, right before acting.
+            if !ctx.is_leader() {
+                break "not leader at check";
+            }
+            seq += 1;
+            self.rec.write(ElectorEvent::Check {
+                t: mono_ns(),
+                token,
+                seq,
+                deadline: deadline_ns(&ctx),
+            });
+            tokio::time::sleep(Duration::from_millis(PREP_MS)).await;
+            self.write(&mut res, token, seq).await;
+            tokio::select! {
+                _ = ctx.cancelled() => break "cancelled",
+                _ = tokio::time::sleep(Duration::from_millis(PERIOD_MS)) => {}
+            }
+        };
+        self.rec.write(ElectorEvent::Stop {
+            t: mono_ns(),
+            token,
+            why: why.into(),
+        });
+    }
+
+    async fn unsafe_loop(self, ctx: LeaderContext) {
+        let token = ctx.token();
+        let mut res: Option<ResourceClient> = None;
+        let mut seq = 0u64;
+        let mut stop_after: Option<tokio::time::Instant> = None;
+        // Bounded: stops LINGER_TTLS after the cancellation it ignores, and after 10 min anyway.
+        let hard_stop = tokio::time::Instant::now() + Duration::from_secs(600);
+        while tokio::time::Instant::now() < hard_stop {
+            if ctx.is_cancelled() && stop_after.is_none() {
+                stop_after = Some(tokio::time::Instant::now() + self.ttl * LINGER_TTLS);
+            }
+            if stop_after.is_some_and(|s| tokio::time::Instant::now() >= s) {
+                break;
+            }
+            seq += 1;
+            let d = ctx
+                .deadline()
+                .map(|d| instant_to_ns(d.into_std()))
+                .unwrap_or(0);
+            self.rec.write(ElectorEvent::Check {
+                t: mono_ns(),
+                token,
+                seq,
+                deadline: d,
+            });
+            tokio::time::sleep(Duration::from_millis(PREP_MS)).await;
+            self.write(&mut res, token, seq).await;
+            tokio::time::sleep(Duration::from_millis(PERIOD_MS)).await;
+        }
+        self.rec.write(ElectorEvent::Stop {
+            t: mono_ns(),
+            token,
+            why: "unsafe linger over".into(),
+        });
+    }
+
+    /// One write; records the resource's answer. A resource error is recorded as not ok and
+    /// the connection is re-made on the next write.
+    async fn write(&self, res: &mut Option<ResourceClient>, token: u64, seq: u64) {
+        if res.is_none() {
+            *res = ResourceClient::connect(&self.resource).await.ok();
+        }
+        let ok = match res.as_mut() {
+            Some(c) => match c.write(token, &self.id, seq).await {
+                Ok(WriteResult::Ok) => true,
+                Ok(WriteResult::Fenced(_)) => false,
+                Err(_) => {
+                    *res = None;
+                    false
+                }
+            },
+            None => false,
+        };
+        self.rec.write(ElectorEvent::Ack {
+            t: mono_ns(),
+            token,
+            seq,
+            ok,
+        });
+    }
+}

@@ -1,0 +1,18 @@
+//! `lease-harness`: Jepsen-style evidence for redis-lease on one machine.
+//!
+//! Layers, one module each:
+//! - [`clock`]: the shared `CLOCK_MONOTONIC` every history is stamped with;
+//! - [`history`]: the JSON-lines record formats;
+//! - [`resource`]: the protected resource that enforces fencing (and its unsafe variant);
+//! - [`proxy`]: the fault-injecting TCP proxy between each elector and Redis;
+//! - [`checker`]: safety and liveness from the recorded histories;
+//! - [`svg`]: the timeline picture.
+//!
+//! The processes (`run`, `elector`, `resource`) live in the binary.
+
+pub mod checker;
+pub mod clock;
+pub mod history;
+pub mod proxy;
+pub mod resource;
+pub mod svg;

