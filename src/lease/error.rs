@@ -1,0 +1,124 @@
+//! Every client-visible error string lives here, built by one constructor each, so a test can
+//! assert on them and a reader sees the whole error surface at once. Each starts with a code
+//! (`ERR`, `GRACE`, `FENCED`, `WRONGTYPE`) as Redis clients expect.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseError {
+    /// Arity is checked by the command layer; carries the lower-case command name.
+    WrongArity(&'static str),
+    /// `ttl` not a positive integer.
+    BadTtl,
+    /// `ttl` above `lease.max-ttl`.
+    TtlTooLarge { max: u64 },
+    /// `timeout` not a non-negative integer.
+    BadTimeout,
+    /// `token` not an integer in 1..2^53.
+    BadToken,
+    /// owner empty or longer than `lease.max-owner-len`.
+    BadOwner { max: usize },
+    /// Trailing or unknown option.
+    UnknownOption(String),
+    /// Key holds another type.
+    WrongType,
+    /// No new grants during grace; carries the milliseconds left.
+    Grace { ms_left: u64 },
+    /// Token is not the live lease's token.
+    Fenced,
+    /// The effect command was sent by an ordinary client.
+    ForgedEffect,
+    /// A malformed effect (only reachable from a corrupt AOF or replication stream).
+    BadEffect,
+    /// FENCE's inner command touches a key in another hash slot (Cluster).
+    CrossSlot,
+    /// FENCE's inner command is unknown or cannot be run through a module.
+    BadInnerCommand(String),
+    /// The token space (2^53) is exhausted for this key; cannot happen before year ~2255 with
+    /// the wall-clock rule, but never wrap silently.
+    TokenSpaceExhausted,
+}
+
+impl fmt::Display for LeaseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeaseError::WrongArity(cmd) => {
+                write!(f, "ERR wrong number of arguments for '{cmd}' command")
+            }
+            LeaseError::BadTtl => write!(f, "ERR ttl must be a positive integer (milliseconds)"),
+            LeaseError::TtlTooLarge { max } => {
+                write!(f, "ERR ttl exceeds lease.max-ttl ({max} ms)")
+            }
+            LeaseError::BadTimeout => {
+                write!(f, "ERR timeout must be a non-negative integer (milliseconds, 0 = forever)")
+            }
+            LeaseError::BadToken => {
+                write!(f, "ERR token must be a positive integer below 2^53")
+            }
+            LeaseError::BadOwner { max } => write!(f, "ERR owner must be 1 to {max} bytes"),
+            LeaseError::UnknownOption(o) => write!(f, "ERR unknown option '{o}'"),
+            LeaseError::WrongType => write!(
+                f,
+                "WRONGTYPE Operation against a key holding the wrong kind of value"
+            ),
+            LeaseError::Grace { ms_left } => write!(
+                f,
+                "GRACE {ms_left} ms left: this server started or was promoted recently and grants no new lease until then (use BLOCK to wait)"
+            ),
+            LeaseError::Fenced => write!(f, "FENCED token is not the live lease's token"),
+            LeaseError::ForgedEffect => write!(
+                f,
+                "ERR LEASE.APPLY is internal: accepted only from the primary's replication stream or AOF loading"
+            ),
+            LeaseError::BadEffect => write!(f, "ERR malformed LEASE.APPLY effect"),
+            LeaseError::CrossSlot => write!(
+                f,
+                "CROSSSLOT keys of the fenced command must hash to the lease key's slot"
+            ),
+            LeaseError::BadInnerCommand(why) => write!(f, "ERR cannot fence this command: {why}"),
+            LeaseError::TokenSpaceExhausted => {
+                write!(f, "ERR token space exhausted for this key (2^53)")
+            }
+        }
+    }
+}
+
+impl std::error::Error for LeaseError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_is_one_line_with_a_code() {
+        let all = [
+            LeaseError::WrongArity("lease.get"),
+            LeaseError::BadTtl,
+            LeaseError::TtlTooLarge { max: 5 },
+            LeaseError::BadTimeout,
+            LeaseError::BadToken,
+            LeaseError::BadOwner { max: 256 },
+            LeaseError::UnknownOption("X".into()),
+            LeaseError::WrongType,
+            LeaseError::Grace { ms_left: 7 },
+            LeaseError::Fenced,
+            LeaseError::ForgedEffect,
+            LeaseError::BadEffect,
+            LeaseError::CrossSlot,
+            LeaseError::BadInnerCommand("x".into()),
+            LeaseError::TokenSpaceExhausted,
+        ];
+        for e in all {
+            let s = e.to_string();
+            assert!(!s.contains('\n') && !s.contains('\r'), "{s}");
+            let code = s.split(' ').next().unwrap_or_default();
+            assert!(
+                code.chars().all(|c| c.is_ascii_uppercase()) && !code.is_empty(),
+                "no code: {s}"
+            );
+        }
+        assert!(LeaseError::Grace { ms_left: 1234 }
+            .to_string()
+            .starts_with("GRACE 1234 ms"));
+    }
+}

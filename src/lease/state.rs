@@ -1,0 +1,695 @@
+//! The lease state machine: plain Rust over `(state, now, request) -> (new state, outcome)`.
+//! No FFI and no clock reads here: "now" is always passed in, so every rule below is unit
+//! tested with an injected clock (see the table at the bottom).
+//!
+//! Two clocks, on purpose:
+//! - `Now::mono_us`, the server's monotonic clock, is the only clock that judges whether a
+//!   lease is live. A step of the wall clock (NTP, an operator, a VM restore) therefore can
+//!   neither end nor extend a live lease on this server.
+//! - `Now::wall_ms` is used only where a deadline must leave this process (RDB, AOF, the
+//!   replication stream, where another process with another monotonic clock reads it) and
+//!   for the token floor. The conversion back to a local monotonic deadline happens once, on
+//!   receipt (`apply`) or load (`from_persisted`); Redis cannot do better, because monotonic
+//!   clocks of two processes have no common origin.
+
+use super::error::LeaseError;
+
+/// Tokens stay below 2^53 so every client language (JavaScript numbers included) holds them
+/// exactly.
+pub const TOKEN_LIMIT: u64 = 1 << 53;
+
+/// A reading of both server clocks, taken once per command by the module layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Now {
+    /// Server monotonic clock, microseconds, arbitrary origin.
+    pub mono_us: u64,
+    /// Server wall clock, Unix milliseconds.
+    pub wall_ms: u64,
+}
+
+/// One lease key's value. A free lease keeps its key (and so its last token): that is what
+/// makes tokens keep rising across release and expiry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// Holder's owner id; empty when free (an owner is never empty, the parser refuses it).
+    owner: Box<[u8]>,
+    /// The live token while held; the last token issued on this key while free.
+    token: u64,
+    /// Local monotonic deadline in µs. Never persisted or replicated as such (see module doc).
+    expires_mono_us: u64,
+    /// Grants ever made on this key (new tokens issued), for LEASE.INFO.
+    grants: u64,
+}
+
+/// What a replica or an AOF replays: the decision already taken by the primary, with an
+/// absolute wall-clock expiry, so nobody downstream re-judges it against its own clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Effect {
+    Hold {
+        owner: Vec<u8>,
+        token: u64,
+        expires_wall_ms: u64,
+    },
+    Free {
+        token: u64,
+    },
+}
+
+/// Result of `acquire`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Acquire {
+    /// A new grant with a new token.
+    Granted { token: u64 },
+    /// The same owner already held the live lease: expiry refreshed, token kept.
+    Refreshed { token: u64 },
+    /// Another owner holds the live lease.
+    Busy,
+    /// Free, but this server is in its grace period and grants nothing new.
+    InGrace { ms_left: u64 },
+}
+
+/// The live holder as `LEASE.GET` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder<'a> {
+    pub owner: &'a [u8],
+    pub token: u64,
+    pub pttl_ms: u64,
+}
+
+/// Fields as stored in RDB / DUMP payloads, validated before they become a `Lease`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Persisted {
+    pub token: u64,
+    pub held: Option<(Vec<u8>, u64)>,
+    pub grants: u64,
+}
+
+/// Hard cap on a stored owner's length, independent of `lease.max-owner-len` (which can be
+/// lowered at run time and must not make existing data unloadable).
+pub const OWNER_HARD_CAP: usize = 64 * 1024;
+
+fn ms_to_us(ms: u64) -> u64 {
+    ms.saturating_mul(1000)
+}
+
+/// Remaining ms, rounded up: a lease that is live for 300 µs more reports 1, never 0.
+fn ceil_ms(us: u64) -> u64 {
+    us.div_ceil(1000)
+}
+
+impl Default for Lease {
+    fn default() -> Self {
+        Lease::new()
+    }
+}
+
+impl Lease {
+    /// A free lease that never issued a token.
+    pub fn new() -> Lease {
+        Lease {
+            owner: Box::new([]),
+            token: 0,
+            expires_mono_us: 0,
+            grants: 0,
+        }
+    }
+
+    pub fn is_held(&self) -> bool {
+        !self.owner.is_empty()
+    }
+
+    /// Live = held and the server's monotonic clock has not reached the deadline.
+    pub fn is_live(&self, now: Now) -> bool {
+        self.is_held() && now.mono_us < self.expires_mono_us
+    }
+
+    /// Last token issued on this key (the live one while held).
+    pub fn last_token(&self) -> u64 {
+        self.token
+    }
+
+    pub fn grants(&self) -> u64 {
+        self.grants
+    }
+
+    pub fn owner(&self) -> &[u8] {
+        &self.owner
+    }
+
+    /// Monotonic deadline (µs) if held; the module arms its expiry timer on it.
+    pub fn deadline_mono_us(&self) -> Option<u64> {
+        self.is_held().then_some(self.expires_mono_us)
+    }
+
+    pub fn holder(&self, now: Now) -> Option<Holder<'_>> {
+        self.is_live(now).then(|| Holder {
+            owner: &self.owner,
+            token: self.token,
+            pttl_ms: ceil_ms(self.expires_mono_us - now.mono_us),
+        })
+    }
+
+    /// Frees a held lease whose deadline has passed. Returns the expired token, so the caller
+    /// can notify `lease.expired`, replicate a `Free` effect and wake waiters.
+    pub fn expire_due(&mut self, now: Now) -> Option<u64> {
+        if self.is_held() && !self.is_live(now) {
+            self.owner = Box::new([]);
+            Some(self.token)
+        } else {
+            None
+        }
+    }
+
+    /// Token rule (SPEC §5): max(last + 1, wall_ms × 1000).
+    /// - `last + 1` keeps tokens strictly rising on this key whatever the wall clock does.
+    /// - `wall_ms × 1000` keeps them rising where `last` was lost: restart without
+    ///   persistence, `DEL`, promotion of a replica that missed grants. That half rests on
+    ///   the one documented assumption: the wall clocks of the servers (and of this server
+    ///   across a restart) do not disagree by more than the grace period, which every
+    ///   such event waits out before granting.
+    fn next_token(&self, now: Now) -> Result<u64, LeaseError> {
+        let token = self
+            .token
+            .saturating_add(1)
+            .max(now.wall_ms.saturating_mul(1000));
+        if token >= TOKEN_LIMIT {
+            return Err(LeaseError::TokenSpaceExhausted);
+        }
+        Ok(token)
+    }
+
+    /// `LEASE.ACQUIRE`. `grace_ms_left > 0` means this server may not know every lease the
+    /// previous primary (or its previous life) granted, so nothing new is granted; refreshing
+    /// a lease it does know is still fine (that holder is the only one who can be leader).
+    pub fn acquire(
+        &mut self,
+        owner: &[u8],
+        ttl_ms: u64,
+        now: Now,
+        grace_ms_left: u64,
+    ) -> Result<Acquire, LeaseError> {
+        if self.is_live(now) {
+            if &*self.owner == owner {
+                self.expires_mono_us = now.mono_us.saturating_add(ms_to_us(ttl_ms));
+                return Ok(Acquire::Refreshed { token: self.token });
+            }
+            return Ok(Acquire::Busy);
+        }
+        if grace_ms_left > 0 {
+            return Ok(Acquire::InGrace {
+                ms_left: grace_ms_left,
+            });
+        }
+        // A lapsed holder (even the same owner) gets a new token: its old one may already be
+        // known as stale to a resource that saw a successor.
+        let token = self.next_token(now)?;
+        self.owner = owner.into();
+        self.token = token;
+        self.expires_mono_us = now.mono_us.saturating_add(ms_to_us(ttl_ms));
+        self.grants = self.grants.saturating_add(1);
+        Ok(Acquire::Granted { token })
+    }
+
+    /// `LEASE.RENEW`. An expired lease is never renewed, even if nobody took it: its holder
+    /// has already passed a deadline at which it promised to stop, and a resource may have
+    /// seen the key free.
+    pub fn renew(&mut self, owner: &[u8], token: u64, ttl_ms: u64, now: Now) -> bool {
+        if self.is_live(now) && &*self.owner == owner && self.token == token {
+            self.expires_mono_us = now.mono_us.saturating_add(ms_to_us(ttl_ms));
+            true
+        } else {
+            false
+        }
+    }
+
+    /// `LEASE.RELEASE`. The token is kept as the last issued, so the next grant is above it.
+    pub fn release(&mut self, owner: &[u8], token: u64, now: Now) -> bool {
+        if self.is_live(now) && &*self.owner == owner && self.token == token {
+            self.owner = Box::new([]);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// `LEASE.FENCE`: remaining ms when `token` is the live token.
+    pub fn fence(&self, token: u64, now: Now) -> Result<u64, LeaseError> {
+        match self.holder(now) {
+            Some(h) if h.token == token => Ok(h.pttl_ms),
+            _ => Err(LeaseError::Fenced),
+        }
+    }
+
+    /// The current state as an effect for replicas and the AOF. The absolute expiry is
+    /// derived from the monotonic deadline at `now`; right after a grant or renew that is
+    /// exactly `now.wall_ms + ttl`.
+    pub fn effect(&self, now: Now) -> Effect {
+        if self.is_held() {
+            let rem_ms = ceil_ms(self.expires_mono_us.saturating_sub(now.mono_us));
+            Effect::Hold {
+                owner: self.owner.to_vec(),
+                token: self.token,
+                expires_wall_ms: now.wall_ms.saturating_add(rem_ms),
+            }
+        } else {
+            Effect::Free { token: self.token }
+        }
+    }
+
+    /// Converts an absolute wall expiry into a local monotonic deadline, once.
+    fn mono_deadline(expires_wall_ms: u64, now: Now) -> u64 {
+        let rem_ms = expires_wall_ms.saturating_sub(now.wall_ms);
+        now.mono_us.saturating_add(ms_to_us(rem_ms))
+    }
+
+    /// Replays an effect from the primary (replica) or the AOF. Never consults the lease's
+    /// own liveness: the primary already decided.
+    pub fn apply(&mut self, effect: &Effect, now: Now) {
+        match effect {
+            Effect::Hold {
+                owner,
+                token,
+                expires_wall_ms,
+            } => {
+                if *token != self.token {
+                    self.grants = self.grants.saturating_add(1);
+                }
+                self.owner = owner.as_slice().into();
+                self.token = *token;
+                self.expires_mono_us = Self::mono_deadline(*expires_wall_ms, now);
+            }
+            Effect::Free { token } => {
+                self.owner = Box::new([]);
+                self.token = *token;
+            }
+        }
+    }
+
+    /// Checks an effect's fields before it is applied (AOF and replication input is data).
+    pub fn validate_effect(effect: &Effect) -> Result<(), LeaseError> {
+        match effect {
+            Effect::Hold { owner, token, .. } => {
+                if owner.is_empty()
+                    || owner.len() > OWNER_HARD_CAP
+                    || *token == 0
+                    || *token >= TOKEN_LIMIT
+                {
+                    return Err(LeaseError::BadEffect);
+                }
+            }
+            Effect::Free { token } => {
+                if *token >= TOKEN_LIMIT {
+                    return Err(LeaseError::BadEffect);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What RDB/DUMP store: the absolute wall expiry, derived at save time.
+    pub fn to_persisted(&self, now: Now) -> Persisted {
+        let held = match self.effect(now) {
+            Effect::Hold {
+                owner,
+                expires_wall_ms,
+                ..
+            } => Some((owner, expires_wall_ms)),
+            Effect::Free { .. } => None,
+        };
+        Persisted {
+            token: self.token,
+            held,
+            grants: self.grants,
+        }
+    }
+
+    /// Builds a lease from loaded fields; `None` for anything a healthy save cannot produce,
+    /// so a corrupt or hostile payload is refused instead of becoming state.
+    pub fn from_persisted(p: Persisted, now: Now) -> Option<Lease> {
+        if p.token >= TOKEN_LIMIT {
+            return None;
+        }
+        let mut lease = Lease {
+            owner: Box::new([]),
+            token: p.token,
+            expires_mono_us: 0,
+            grants: p.grants,
+        };
+        if let Some((owner, wall)) = p.held {
+            if owner.is_empty() || owner.len() > OWNER_HARD_CAP || p.token == 0 {
+                return None;
+            }
+            lease.owner = owner.into_boxed_slice();
+            lease.expires_mono_us = Self::mono_deadline(wall, now);
+        }
+        Some(lease)
+    }
+
+    /// Heap + inline bytes, for `MEMORY USAGE`.
+    pub fn mem_usage(&self) -> usize {
+        std::mem::size_of::<Lease>() + self.owner.len()
+    }
+}
+
+/// Grace after start or promotion (SPEC §6), judged on the monotonic clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grace {
+    started_mono_us: u64,
+}
+
+impl Grace {
+    pub fn starting_at(now_mono_us: u64) -> Grace {
+        Grace {
+            started_mono_us: now_mono_us,
+        }
+    }
+
+    /// Milliseconds left with the grace length in force now (so lowering `lease.grace-ms`
+    /// shortens a running grace, and 0 ends it at once).
+    pub fn ms_left(&self, now_mono_us: u64, grace_ms: u64) -> u64 {
+        let end = self.started_mono_us.saturating_add(ms_to_us(grace_ms));
+        ceil_ms(end.saturating_sub(now_mono_us))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WALL0: u64 = 1_800_000_000_000; // 2027, ms
+
+    fn at(ms: u64) -> Now {
+        Now {
+            mono_us: 5_000_000 + ms * 1000,
+            wall_ms: WALL0 + ms,
+        }
+    }
+
+    /// Wall clock stepped by `step_ms` relative to the monotonic clock.
+    fn stepped(ms: u64, step_ms: i64) -> Now {
+        let n = at(ms);
+        Now {
+            mono_us: n.mono_us,
+            wall_ms: (n.wall_ms as i64 + step_ms) as u64,
+        }
+    }
+
+    #[derive(Debug)]
+    enum Op {
+        Acq(&'static str, u64),
+        AcqGrace(&'static str, u64, u64),
+        Renew(&'static str, u64, u64),
+        Release(&'static str, u64),
+        Fence(u64),
+    }
+
+    #[derive(Debug, PartialEq)]
+    enum Out {
+        Granted,
+        Refreshed,
+        Busy,
+        InGrace(u64),
+        Bool(bool),
+        FenceOk(u64),
+        Fenced,
+    }
+
+    /// Table of cases: (time ms, op, expected). Tokens are checked separately below; here
+    /// "Granted" also asserts the token rose.
+    #[test]
+    fn state_machine_table() {
+        use Op::*;
+        use Out::*;
+        type Case<'a> = (&'a str, &'a [(u64, Op, Out)]);
+        let cases: &[Case] = &[
+            (
+                "grant, other busy, refresh keeps token",
+                &[
+                    (0, Acq("a", 100), Granted),
+                    (10, Acq("b", 100), Busy),
+                    (20, Acq("a", 100), Refreshed),
+                    (110, Acq("b", 100), Busy), // refresh at 20 pushed expiry to 120
+                    (120, Acq("b", 100), Granted),
+                ],
+            ),
+            (
+                "expired lease is never renewed, even if nobody took it",
+                &[
+                    (0, Acq("a", 100), Granted),
+                    (99, Renew("a", 0, 100), Bool(true)),
+                    (198, Fence(0), FenceOk(1)),
+                    (198, Renew("a", 0, 100), Bool(true)),
+                    (298, Renew("a", 0, 100), Bool(false)), // exactly at deadline: expired
+                    (300, Acq("a", 100), Granted),          // same owner after expiry: new token
+                ],
+            ),
+            (
+                "release frees at once, wrong token or owner does not",
+                &[
+                    (0, Acq("a", 1000), Granted),
+                    (1, Release("b", 0), Bool(false)),
+                    (1, Release("a", 99), Bool(false)),
+                    (2, Release("a", 0), Bool(true)),
+                    (2, Release("a", 0), Bool(false)),
+                    (3, Fence(0), Fenced),
+                    (3, Acq("b", 1000), Granted),
+                ],
+            ),
+            (
+                "grace blocks new grants only",
+                &[
+                    (0, Acq("a", 100), Granted),
+                    (50, AcqGrace("a", 100, 500), Refreshed),
+                    (60, AcqGrace("b", 100, 500), Busy),
+                    (200, AcqGrace("b", 100, 300), InGrace(300)),
+                    (200, Renew("a", 0, 100), Bool(false)),
+                    (201, Acq("b", 100), Granted),
+                ],
+            ),
+            (
+                "fence reports remaining ms rounded up",
+                &[
+                    (0, Acq("a", 100), Granted),
+                    (40, Fence(0), FenceOk(60)),
+                    (40, Fence(7), Fenced),
+                    (100, Fence(0), Fenced),
+                ],
+            ),
+        ];
+        for (name, steps) in cases {
+            let mut lease = Lease::new();
+            let mut live_token = 0;
+            for (t, op, want) in steps.iter() {
+                let now = at(*t);
+                let tok = |x: u64| if x == 0 { live_token } else { x };
+                let got = match op {
+                    Acq(o, ttl) | AcqGrace(o, ttl, _) => {
+                        let g = if let AcqGrace(_, _, g) = op { *g } else { 0 };
+                        lease.expire_due(now);
+                        match lease.acquire(o.as_bytes(), *ttl, now, g).unwrap() {
+                            Acquire::Granted { token } => {
+                                assert!(token > live_token, "{name}: token did not rise");
+                                live_token = token;
+                                Granted
+                            }
+                            Acquire::Refreshed { token } => {
+                                assert_eq!(token, live_token, "{name}");
+                                Refreshed
+                            }
+                            Acquire::Busy => Busy,
+                            Acquire::InGrace { ms_left } => InGrace(ms_left),
+                        }
+                    }
+                    Renew(o, k, ttl) => Bool(lease.renew(o.as_bytes(), tok(*k), *ttl, now)),
+                    Release(o, k) => Bool(lease.release(o.as_bytes(), tok(*k), now)),
+                    Fence(k) => match lease.fence(tok(*k), now) {
+                        Ok(ms) => FenceOk(ms),
+                        Err(_) => Fenced,
+                    },
+                };
+                assert_eq!(&got, want, "{name} at t={t} {op:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn tokens_rise_across_release_expiry_and_loss_of_state() {
+        let mut l = Lease::new();
+        let Acquire::Granted { token: t1 } = l.acquire(b"a", 100, at(0), 0).unwrap() else {
+            panic!()
+        };
+        assert!((WALL0 * 1000..TOKEN_LIMIT).contains(&t1));
+        assert!(l.release(b"a", t1, at(0)));
+        // Same millisecond, wall clock unchanged: last + 1 still rises.
+        let Acquire::Granted { token: t2 } = l.acquire(b"b", 100, at(0), 0).unwrap() else {
+            panic!()
+        };
+        assert_eq!(t2, t1 + 1);
+        // Expiry then grant.
+        assert_eq!(l.expire_due(at(200)), Some(t2));
+        let Acquire::Granted { token: t3 } = l.acquire(b"c", 100, at(200), 0).unwrap() else {
+            panic!()
+        };
+        assert!(t3 > t2);
+        // Wall clock stepped back an hour: last + 1 wins.
+        let Acquire::Granted { token: t4 } =
+            l.acquire(b"d", 100, stepped(400, -3_600_000), 0).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(t4, t3 + 1);
+        // State lost (DEL, restart without persistence): a fresh lease one second later in
+        // wall time still issues a larger token.
+        let mut fresh = Lease::new();
+        let Acquire::Granted { token: t5 } = fresh.acquire(b"e", 100, at(1400), 0).unwrap() else {
+            panic!()
+        };
+        assert!(t5 > t4);
+    }
+
+    #[test]
+    fn token_space_exhaustion_is_an_error_not_a_wrap() {
+        let mut l = Lease::from_persisted(
+            Persisted {
+                token: TOKEN_LIMIT - 1,
+                held: None,
+                grants: 0,
+            },
+            at(0),
+        )
+        .unwrap();
+        assert_eq!(
+            l.acquire(b"a", 10, at(0), 0),
+            Err(LeaseError::TokenSpaceExhausted)
+        );
+        assert!(!l.is_held());
+    }
+
+    #[test]
+    fn wall_clock_steps_neither_end_nor_extend_a_live_lease() {
+        let mut l = Lease::new();
+        let Acquire::Granted { token } = l.acquire(b"a", 1000, at(0), 0).unwrap() else {
+            panic!()
+        };
+        // +1 h and -1 h on the wall clock at 500 ms: still live, 500 ms left.
+        for step in [3_600_000i64, -3_600_000] {
+            let now = stepped(500, step);
+            assert_eq!(l.holder(now).map(|h| h.pttl_ms), Some(500));
+            assert_eq!(l.fence(token, now), Ok(500));
+        }
+        assert!(l.holder(stepped(1000, -3_600_000)).is_none());
+    }
+
+    #[test]
+    fn effects_round_trip_through_a_replica_clock() {
+        let mut primary = Lease::new();
+        primary.acquire(b"owner-1", 3000, at(0), 0).unwrap();
+        let eff = primary.effect(at(0));
+        assert_eq!(
+            eff,
+            Effect::Hold {
+                owner: b"owner-1".to_vec(),
+                token: primary.last_token(),
+                expires_wall_ms: WALL0 + 3000
+            }
+        );
+        // The replica's monotonic clock has another origin; its wall clock agrees.
+        let replica_now = Now {
+            mono_us: 42,
+            wall_ms: WALL0 + 10,
+        };
+        let mut replica = Lease::new();
+        Lease::validate_effect(&eff).unwrap();
+        replica.apply(&eff, replica_now);
+        assert_eq!(replica.holder(replica_now).map(|h| h.pttl_ms), Some(2990));
+        replica.apply(
+            &Effect::Free {
+                token: primary.last_token(),
+            },
+            replica_now,
+        );
+        assert!(replica.holder(replica_now).is_none());
+        assert_eq!(replica.last_token(), primary.last_token());
+        // Malformed effects are refused before apply.
+        assert!(Lease::validate_effect(&Effect::Hold {
+            owner: vec![],
+            token: 1,
+            expires_wall_ms: 0
+        })
+        .is_err());
+        assert!(Lease::validate_effect(&Effect::Free { token: TOKEN_LIMIT }).is_err());
+    }
+
+    #[test]
+    fn persisted_round_trip_and_rejection() {
+        let mut l = Lease::new();
+        l.acquire(b"x", 5000, at(0), 0).unwrap();
+        let p = l.to_persisted(at(1000));
+        assert_eq!(p.held, Some((b"x".to_vec(), WALL0 + 5000)));
+        // Loaded 2 s later in wall time on a server whose monotonic clock restarted at 0.
+        let later = Now {
+            mono_us: 0,
+            wall_ms: WALL0 + 3000,
+        };
+        let back = Lease::from_persisted(p.clone(), later).unwrap();
+        assert_eq!(
+            back.holder(later).map(|h| (h.token, h.pttl_ms)),
+            Some((l.last_token(), 2000))
+        );
+        // Expired while down: loads as free with its token history.
+        let back = Lease::from_persisted(
+            p.clone(),
+            Now {
+                mono_us: 0,
+                wall_ms: WALL0 + 9000,
+            },
+        )
+        .unwrap();
+        assert!(back.holder(later).is_none() && back.last_token() == l.last_token());
+        for bad in [
+            Persisted {
+                token: TOKEN_LIMIT,
+                held: None,
+                grants: 0,
+            },
+            Persisted {
+                token: 5,
+                held: Some((vec![], 1)),
+                grants: 0,
+            },
+            Persisted {
+                token: 0,
+                held: Some((b"a".to_vec(), 1)),
+                grants: 0,
+            },
+            Persisted {
+                token: 5,
+                held: Some((vec![b'a'; OWNER_HARD_CAP + 1], 1)),
+                grants: 0,
+            },
+        ] {
+            assert!(
+                Lease::from_persisted(bad.clone(), later).is_none(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn grace_follows_the_configured_length_live() {
+        let g = Grace::starting_at(1_000_000);
+        assert_eq!(g.ms_left(1_000_000, 30_000), 30_000);
+        assert_eq!(g.ms_left(1_000_000 + 29_999_500, 30_000), 1);
+        assert_eq!(g.ms_left(1_000_000 + 30_000_000, 30_000), 0);
+        // Lowering the config shortens it; 0 ends it at once.
+        assert_eq!(g.ms_left(1_000_000 + 5_000_000, 4_000), 0);
+        assert_eq!(g.ms_left(1_000_000, 0), 0);
+    }
+
+    #[test]
+    fn memory_usage_is_small() {
+        let mut l = Lease::new();
+        l.acquire(&[b'o'; 27], 100, at(0), 0).unwrap();
+        assert!(l.mem_usage() <= 40 + 27, "{}", l.mem_usage());
+    }
+}

@@ -1,0 +1,155 @@
+//! The module's own data type: one key per lease, no native Redis TTL (a wall-clock jump
+//! must not delete a live lease, and a free lease keeps its token history).
+//!
+//! Encoding version 1 (RDB and DUMP payloads):
+//!   unsigned token, unsigned grants, unsigned held (0|1),
+//!   if held: string owner, unsigned expires_wall_ms.
+//! The loader refuses any other version and anything a healthy save cannot produce
+//! (returns NULL, so `RESTORE` answers "Bad data format" and the server stays up). It relies
+//! on REDISMODULE_OPTIONS_HANDLE_IO_ERRORS (set at load) so a short or mistyped payload
+//! is an IO error we check, not a server panic.
+
+use super::ffi;
+use crate::lease::state::OWNER_HARD_CAP;
+use crate::lease::{Lease, Persisted};
+use redis_module::native_types::RedisType;
+use redis_module::raw;
+use std::os::raw::{c_int, c_void};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Bump on any change of the encoding above, and keep loading the old versions.
+pub const TYPE_VERSION: i32 = 1;
+
+pub static LEASE_TYPE: RedisType = RedisType::new(
+    "leasetype",
+    TYPE_VERSION,
+    raw::RedisModuleTypeMethods {
+        version: raw::REDISMODULE_TYPE_METHOD_VERSION as u64,
+        rdb_load: Some(rdb_load),
+        rdb_save: Some(rdb_save),
+        aof_rewrite: Some(aof_rewrite),
+        free: Some(free),
+        mem_usage: Some(mem_usage),
+        digest: Some(digest),
+        aux_load: None,
+        aux_save: None,
+        aux_save2: None,
+        aux_save_triggers: 0,
+        free_effort: None,
+        unlink: None,
+        copy: Some(copy),
+        defrag: None,
+        copy2: None,
+        free_effort2: None,
+        mem_usage2: None,
+        unlink2: None,
+    },
+);
+
+unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, value: *mut c_void) {
+    let Some(lease) = (value as *const Lease).as_ref() else {
+        return;
+    };
+    let p = lease.to_persisted(ffi::now());
+    raw::save_unsigned(io, p.token);
+    raw::save_unsigned(io, p.grants);
+    match p.held {
+        Some((owner, wall)) => {
+            raw::save_unsigned(io, 1);
+            raw::save_slice(io, &owner);
+            raw::save_unsigned(io, wall);
+        }
+        None => raw::save_unsigned(io, 0),
+    }
+}
+
+fn load_v1(io: *mut raw::RedisModuleIO) -> Option<Lease> {
+    let token = raw::load_unsigned(io).ok()?;
+    let grants = raw::load_unsigned(io).ok()?;
+    let held = match raw::load_unsigned(io).ok()? {
+        0 => None,
+        1 => {
+            let buf = raw::load_string_buffer(io).ok()?;
+            let owner = buf.as_ref();
+            if owner.is_empty() || owner.len() > OWNER_HARD_CAP {
+                return None;
+            }
+            let owner = owner.to_vec();
+            let wall = raw::load_unsigned(io).ok()?;
+            Some((owner, wall))
+        }
+        _ => return None,
+    };
+    Lease::from_persisted(
+        Persisted {
+            token,
+            held,
+            grants,
+        },
+        ffi::now(),
+    )
+}
+
+unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
+    let loaded = catch_unwind(AssertUnwindSafe(|| match encver {
+        1 => load_v1(io),
+        // A newer (or corrupt) encoding: refuse rather than guess.
+        _ => None,
+    }));
+    match loaded {
+        Ok(Some(lease)) => Box::into_raw(Box::new(lease)).cast::<c_void>(),
+        _ => std::ptr::null_mut(),
+    }
+}
+
+unsafe extern "C" fn aof_rewrite(
+    aof: *mut raw::RedisModuleIO,
+    key: *mut raw::RedisModuleString,
+    value: *mut c_void,
+) {
+    if let Some(lease) = (value as *const Lease).as_ref() {
+        ffi::emit_aof_effect(aof, key, &lease.effect(ffi::now()));
+    }
+}
+
+unsafe extern "C" fn free(value: *mut c_void) {
+    if !value.is_null() {
+        drop(Box::from_raw(value.cast::<Lease>()));
+    }
+}
+
+unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
+    (value as *const Lease).as_ref().map_or(0, Lease::mem_usage)
+}
+
+/// Digest of what replicas must agree on: owner and token (held or last issued). The expiry
+/// is left out on purpose: each node holds it as its own monotonic deadline, so two
+/// healthy nodes would differ in it by the replication delay.
+unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
+    let Some(lease) = (value as *const Lease).as_ref() else {
+        return;
+    };
+    let (Some(add_ll), Some(add_buf), Some(end)) = (
+        raw::RedisModule_DigestAddLongLong,
+        raw::RedisModule_DigestAddStringBuffer,
+        raw::RedisModule_DigestEndSequence,
+    ) else {
+        return;
+    };
+    add_ll(md, lease.last_token() as i64);
+    add_ll(md, i64::from(lease.is_held()));
+    let owner = lease.owner();
+    add_buf(md, owner.as_ptr().cast(), owner.len());
+    end(md);
+}
+
+unsafe extern "C" fn copy(
+    _from: *mut raw::RedisModuleString,
+    _to: *mut raw::RedisModuleString,
+    value: *const c_void,
+) -> *mut c_void {
+    match (value as *const Lease).as_ref() {
+        Some(lease) => Box::into_raw(Box::new(lease.clone())).cast::<c_void>(),
+        None => std::ptr::null_mut(),
+    }
+}
