@@ -1,1 +1,442 @@
-fn main() {}
+//! `lease-run`: run a command only while holding a redis-lease lease (like `consul lock` /
+//! `etcdctl lock`, without their known failures). See `--help` and docs/operations.md.
+
+mod http;
+mod sys;
+mod watchdog;
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use nix::sys::signal::Signal;
+use redis_lease_client::{Elector, ElectorConfig, LeaderContext, Leadership, RunOutcome};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tracing::{error, info, warn};
+
+/// Exit codes (also in docs/operations.md).
+const EXIT_INTERNAL: i32 = 1;
+const EXIT_USAGE: i32 = 2;
+const EXIT_LOST: i32 = 75;
+
+const AFTER_HELP: &str = "\
+CMD runs only while this process holds the lease KEY, in its own process group, with
+LEASE_TOKEN (fencing token), LEASE_KEY and LEASE_OWNER in its environment and stdin from
+/dev/null. When leadership ends, the whole group gets SIGTERM at `deadline - stop-budget`
+and SIGKILL shortly before the local deadline. A watchdog process enforces that even when
+lease-run itself is paused or killed, so CMD never outlives the lease.
+
+Exit codes:
+  N        CMD exited by itself with code N (128+S if killed by signal S); lease released
+  75       leadership was lost (CMD was stopped) and --restart was not given
+  130/143  lease-run got SIGINT/SIGTERM (forwarded to CMD's group); CMD stopped, lease released
+  126/127  CMD could not be executed / was not found
+  2        usage or configuration error
+  1        internal error
+
+With --restart, lease-run never exits on its own: after CMD exits or leadership is lost it
+releases and campaigns again (after --restart-delay).";
+
+#[derive(Parser, Debug)]
+#[command(name = "lease-run", version, about = "Run a command only while holding a redis-lease lease", after_help = AFTER_HELP)]
+struct Cli {
+    /// Redis URL.
+    #[arg(long, env = "LEASE_REDIS", default_value = "redis://127.0.0.1:6379/")]
+    redis: String,
+    /// Lease key.
+    #[arg(long)]
+    key: String,
+    /// Lease TTL (e.g. 10s, 500ms).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    ttl: Duration,
+    /// Renew interval [default: ttl/3].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    renew_interval: Option<Duration>,
+    /// How long before the local deadline CMD gets SIGTERM [default: ttl/5].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    stop_budget: Option<Duration>,
+    /// On SIGINT/SIGTERM/resign: SIGKILL this long after SIGTERM [default: most of
+    /// stop-budget]. Never later than shortly before the local deadline.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    kill_after: Option<Duration>,
+    /// Assumed maximum clock-rate difference to the Redis server.
+    #[arg(long, default_value_t = 0.01)]
+    drift: f64,
+    /// Safety margin subtracted from the local deadline [default: min(ttl/100, 50ms)].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    margin: Option<Duration>,
+    /// Owner id [default: host-pid-random].
+    #[arg(long)]
+    owner: Option<String>,
+    /// Require this many replicas to acknowledge grants and renewals (WAIT).
+    #[arg(long, default_value_t = 0)]
+    min_replicas: u32,
+    /// WAIT timeout [default: ttl/10].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    wait_timeout: Option<Duration>,
+    /// Followers wait in LEASE.ACQUIRE ... BLOCK for this long per call.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    block_timeout: Duration,
+    /// Reconnect backoff cap (full jitter between 0 and the capped exponential).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    backoff_max: Duration,
+    /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464).
+    #[arg(long)]
+    metrics_addr: Option<SocketAddr>,
+    /// Campaign again after CMD exits or leadership is lost, instead of exiting.
+    #[arg(long)]
+    restart: bool,
+    /// Pause before campaigning again with --restart.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    restart_delay: Duration,
+    /// Command and arguments.
+    #[arg(trailing_var_arg = true, required = true, num_args = 1.., value_name = "CMD")]
+    cmd: Vec<OsString>,
+}
+
+/// State shared between the signal handling in `main` and the leader task.
+#[derive(Default)]
+struct Shared {
+    /// Process group of the running CMD (0 = none).
+    pgid: AtomicI32,
+    /// A shutdown (signal) is in progress: a cancelled task is not a lost lease.
+    stopping: AtomicBool,
+    /// Leadership was lost while CMD ran.
+    lost: AtomicBool,
+    lost_notify: Notify,
+}
+
+/// How the leader task ended.
+#[derive(Debug)]
+enum ChildEnd {
+    /// CMD exited by itself while we led: its exit code.
+    Exited(i32),
+    /// We (or the watchdog, at the deadline) stopped it.
+    Stopped,
+    /// Not started (a stop was already under way).
+    Skipped,
+}
+
+/// Timing of the two kill steps relative to a deadline.
+#[derive(Clone, Copy, Debug)]
+struct KillPlan {
+    stop_budget: Duration,
+    /// SIGKILL this long before the local deadline.
+    kill_margin: Duration,
+    /// After a graceful SIGTERM (signal/resign): SIGKILL this much later.
+    kill_after: Duration,
+}
+
+impl KillPlan {
+    /// Watchdog schedule for a deadline. Why the watchdog's SIGTERM is a little *after* the
+    /// elector's stop point: it is the backstop for a paused or dead elector, and must not
+    /// race a healthy elector that has just renewed (its new schedule is on the way).
+    fn schedule(&self, deadline: Instant) -> (u64, u64) {
+        let stop = deadline.checked_sub(self.stop_budget).unwrap_or(deadline);
+        let slack = ((self.stop_budget.saturating_sub(self.kill_margin)) / 4)
+            .min(Duration::from_millis(50));
+        let kill = deadline.checked_sub(self.kill_margin).unwrap_or(deadline);
+        (sys::mono_ns_of(stop + slack), sys::mono_ns_of(kill))
+    }
+}
+
+fn main() {
+    let mut args: Vec<OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == watchdog::ARG) {
+        watchdog::main(args.split_off(2));
+    }
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { EXIT_USAGE } else { 0 });
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    // Why current_thread: the watchdog is spawned from this (main) thread, and all timers
+    // and signals are handled on it; nothing here needs parallelism.
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lease-run: cannot start runtime: {e}");
+            std::process::exit(EXIT_INTERNAL);
+        }
+    };
+    let code = rt.block_on(run(cli));
+    std::process::exit(code);
+}
+
+fn config(cli: &Cli) -> ElectorConfig {
+    let mut c = ElectorConfig::new(cli.redis.clone(), cli.key.clone(), cli.ttl)
+        .with_drift(cli.drift)
+        .with_block_timeout(cli.block_timeout)
+        .with_backoff(
+            Duration::from_millis(50).min(cli.backoff_max),
+            cli.backoff_max,
+        );
+    if let Some(d) = cli.renew_interval {
+        c = c.with_renew_interval(d);
+    }
+    if let Some(d) = cli.stop_budget {
+        c = c.with_stop_budget(d);
+    }
+    if let Some(d) = cli.margin {
+        c = c.with_margin(d);
+    }
+    if let Some(o) = &cli.owner {
+        c = c.with_owner(o.clone());
+    }
+    if cli.min_replicas > 0 {
+        let w = cli.wait_timeout.unwrap_or(cli.ttl / 10);
+        c = c.with_min_replicas(cli.min_replicas, w);
+    }
+    c
+}
+
+async fn run(cli: Cli) -> i32 {
+    let cfg = config(&cli);
+    let kill_margin = (cfg.stop_budget / 4).min(Duration::from_millis(100));
+    let plan = KillPlan {
+        stop_budget: cfg.stop_budget,
+        kill_margin,
+        kill_after: cli
+            .kill_after
+            .unwrap_or(cfg.stop_budget.saturating_sub(kill_margin)),
+    };
+    let mut elector = match Elector::new(cfg) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("lease-run: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Some(addr) = cli.metrics_addr {
+        match http::bind(addr).await {
+            Ok(l) => {
+                tokio::spawn(http::serve(l, elector.metrics()));
+            }
+            Err(e) => {
+                eprintln!("lease-run: metrics address {addr}: {e}");
+                return EXIT_USAGE;
+            }
+        }
+    }
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("lease-run: cannot find own executable: {e}");
+            return EXIT_INTERNAL;
+        }
+    };
+    let (mut sigint, mut sigterm) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        _ => {
+            eprintln!("lease-run: cannot install signal handlers");
+            return EXIT_INTERNAL;
+        }
+    };
+    let shared = Arc::new(Shared::default());
+    let handle = elector.handle();
+    let cmd = Arc::new(cli.cmd.clone());
+    let mut got_signal: Option<i32> = None;
+    loop {
+        let task = {
+            let shared = shared.clone();
+            let cmd = cmd.clone();
+            let exe = exe.clone();
+            move |ctx: LeaderContext| {
+                leader_task(ctx, exe.clone(), cmd.clone(), plan, shared.clone())
+            }
+        };
+        let fut = elector.run(task);
+        tokio::pin!(fut);
+        let outcome = loop {
+            let sig = tokio::select! {
+                r = &mut fut => break r,
+                _ = sigint.recv() => Signal::SIGINT,
+                _ = sigterm.recv() => Signal::SIGTERM,
+                _ = shared.lost_notify.notified(), if !cli.restart => {
+                    info!("leadership lost; exiting (no --restart)");
+                    shared.stopping.store(true, Ordering::SeqCst);
+                    handle.resign();
+                    continue;
+                }
+            };
+            let pgid = shared.pgid.load(Ordering::SeqCst);
+            if got_signal.is_some() {
+                // Second signal: no more patience.
+                warn!(signal = %sig, "second signal; killing the command now");
+                sys::killpg(pgid, Signal::SIGKILL);
+                continue;
+            }
+            info!(signal = %sig, "signal received; stopping the command and releasing the lease");
+            got_signal = Some(sig as i32);
+            shared.stopping.store(true, Ordering::SeqCst);
+            // Forward the signal itself: CMD sees what the operator sent.
+            sys::killpg(pgid, sig);
+            handle.resign();
+        };
+        match outcome {
+            Ok(RunOutcome::TaskFinished(ChildEnd::Exited(code))) if got_signal.is_none() => {
+                if cli.restart {
+                    info!(code, "command exited; campaigning again (--restart)");
+                    tokio::time::sleep(cli.restart_delay).await;
+                    continue;
+                }
+                return code;
+            }
+            Ok(RunOutcome::TaskFinished(_)) | Ok(RunOutcome::Resigned) => {
+                if let Some(s) = got_signal {
+                    return 128 + s;
+                }
+                if shared.lost.load(Ordering::SeqCst) {
+                    return EXIT_LOST;
+                }
+                // With --restart a Skipped start is impossible (nothing sets `stopping`).
+                return EXIT_INTERNAL;
+            }
+            Err(e) => {
+                error!(error = %e, "election loop failed");
+                return EXIT_INTERNAL;
+            }
+        }
+    }
+}
+
+/// Runs while we lead: start CMD under the watchdog, keep the watchdog's deadline current,
+/// stop CMD when cancelled.
+async fn leader_task(
+    ctx: LeaderContext,
+    exe: std::path::PathBuf,
+    cmd: Arc<Vec<OsString>>,
+    plan: KillPlan,
+    shared: Arc<Shared>,
+) -> ChildEnd {
+    if shared.stopping.load(Ordering::SeqCst) || shared.lost.load(Ordering::SeqCst) {
+        return ChildEnd::Skipped;
+    }
+    let Some(deadline) = ctx.deadline() else {
+        return ChildEnd::Skipped;
+    };
+    let (term_ns, kill_ns) = plan.schedule(deadline);
+    let mut command = tokio::process::Command::new(&exe);
+    command
+        .arg(watchdog::ARG)
+        .arg(term_ns.to_string())
+        .arg(kill_ns.to_string())
+        .arg("--")
+        .args(cmd.iter())
+        .env("LEASE_TOKEN", ctx.token().to_string())
+        .env("LEASE_KEY", ctx.key())
+        .env("LEASE_OWNER", ctx.owner())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        // Own process group: terminal signals reach lease-run (which forwards them), and a
+        // stop of lease-run's group does not stop the watchdog.
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut w = match command.spawn() {
+        Ok(w) => w,
+        Err(e) => {
+            error!(error = %e, "cannot start the watchdog");
+            return ChildEnd::Exited(EXIT_INTERNAL);
+        }
+    };
+    let (Some(mut to_w), Some(from_w)) = (w.stdin.take(), w.stdout.take()) else {
+        return ChildEnd::Exited(EXIT_INTERNAL);
+    };
+    let mut lines = BufReader::new(from_w).lines();
+    let mut leadership = ctx.leadership();
+    let mut stopping = false;
+    let mut fired = false;
+    let mut lines_open = true;
+    let mut cur_deadline = deadline;
+    let token = ctx.token();
+    info!(token, "command starting");
+    let status = loop {
+        tokio::select! {
+            st = w.wait() => break st,
+            line = lines.next_line(), if lines_open => match line {
+                Ok(Some(l)) => on_line(&l, &shared, &mut fired),
+                _ => lines_open = false,
+            },
+            r = leadership.changed() => {
+                if r.is_err() {
+                    continue;
+                }
+                let now_leading = *leadership.borrow_and_update();
+                if let Leadership::Leader { token: t, deadline } = now_leading {
+                    if t == token && !stopping {
+                        cur_deadline = deadline;
+                        let (term_ns, kill_ns) = plan.schedule(deadline);
+                        let _ = to_w.write_all(format!("D {term_ns} {kill_ns}\n").as_bytes()).await;
+                        let _ = to_w.flush().await;
+                    }
+                }
+            },
+            _ = ctx.cancelled(), if !stopping => {
+                stopping = true;
+                if !shared.stopping.load(Ordering::SeqCst) {
+                    shared.lost.store(true, Ordering::SeqCst);
+                    shared.lost_notify.notify_one();
+                }
+                let now = Instant::now();
+                // SIGKILL after kill_after, but in any case before the (last known) deadline.
+                let kill_at = (now + plan.kill_after).min(cur_deadline.checked_sub(plan.kill_margin).unwrap_or(now));
+                info!(token, "stopping the command (SIGTERM to its group)");
+                let _ = to_w.write_all(format!("S {}\n", sys::mono_ns_of(kill_at)).as_bytes()).await;
+                let _ = to_w.flush().await;
+            },
+        }
+    };
+    // Read what the watchdog said before it exited (`fired ...`).
+    while lines_open {
+        match tokio::time::timeout(Duration::from_millis(100), lines.next_line()).await {
+            Ok(Ok(Some(l))) => on_line(&l, &shared, &mut fired),
+            _ => lines_open = false,
+        }
+    }
+    shared.pgid.store(0, Ordering::SeqCst);
+    let code = match status {
+        Ok(st) => watchdog::exit_code(st),
+        Err(_) => EXIT_INTERNAL,
+    };
+    if stopping || fired || ctx.is_cancelled() || !ctx.is_leader() {
+        info!(token, code, "command stopped");
+        if !shared.stopping.load(Ordering::SeqCst) && !shared.lost.swap(true, Ordering::SeqCst) {
+            shared.lost_notify.notify_one();
+        }
+        return ChildEnd::Stopped;
+    }
+    info!(token, code, "command exited by itself");
+    ChildEnd::Exited(code)
+}
+
+fn on_line(line: &str, shared: &Shared, fired: &mut bool) {
+    if let Some(pid) = line.strip_prefix("pid ") {
+        if let Ok(p) = pid.trim().parse::<i32>() {
+            shared.pgid.store(p, Ordering::SeqCst);
+        }
+    } else if line.starts_with("fired ") {
+        *fired = true;
+        warn!(what = line, "watchdog acted on the deadline");
+    }
+}

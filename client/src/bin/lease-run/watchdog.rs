@@ -1,0 +1,175 @@
+//! The watchdog: a second `lease-run` process (`lease-run __lease-run-watchdog ...`) that owns
+//! the command. It exists because a paused elector (SIGSTOP, a frozen VM, swap storm) cannot
+//! stop anything: the watchdog keeps the command's deadline on CLOCK_MONOTONIC and kills the
+//! command's whole process group on time even if the elector never runs again.
+//!
+//! ```text
+//! lease-run (elector) --pipe--> watchdog (own pgrp, ignores INT/TERM/HUP/TSTP) --> CMD (own pgrp, PDEATHSIG=KILL)
+//! ```
+//!
+//! Protocol on stdin, one line each, times are absolute CLOCK_MONOTONIC ns:
+//! - `D <term_ns> <kill_ns>`: new schedule (after a renewal): SIGTERM the group at
+//!   `term_ns`, SIGKILL it at `kill_ns`.
+//! - `S <kill_ns>`: stop now: SIGTERM now, SIGKILL at `kill_ns`.
+//! - end of file (the elector died, even by SIGKILL): SIGKILL the group now.
+//!
+//! On stdout it reports `pid <n>` once CMD runs and `fired term|kill` when it acts on its own
+//! schedule (the elector then knows the stop was a deadline stop). It exits with CMD's exit
+//! code (128+N if CMD died of signal N) after killing whatever CMD left in its group; 127/126
+//! if CMD cannot be started.
+
+use std::ffi::OsString;
+use std::io::{BufRead, Write};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::sys;
+
+pub const ARG: &str = "__lease-run-watchdog";
+
+struct Sched {
+    term_ns: u64,
+    kill_ns: u64,
+    termed: bool,
+    killed: bool,
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+pub fn exit_code(st: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        _ => 1,
+    }
+}
+
+/// `args` = everything after `ARG`: `<term_ns> <kill_ns> -- CMD ARGS...`.
+pub fn main(args: Vec<OsString>) -> ! {
+    sys::watchdog_ignore_signals();
+    let parse = |i: usize| {
+        args.get(i)
+            .and_then(|a| a.to_str())
+            .and_then(|s| s.parse::<u64>().ok())
+    };
+    let (Some(term_ns), Some(kill_ns)) = (parse(0), parse(1)) else {
+        eprintln!("lease-run watchdog: bad arguments");
+        std::process::exit(1);
+    };
+    let Some(program) = args.get(3) else {
+        eprintln!("lease-run watchdog: no command");
+        std::process::exit(1);
+    };
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(&args[4..]).stdin(std::process::Stdio::null());
+    sys::prepare_child(&mut cmd, nix::unistd::getpid());
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("lease-run: cannot run {program:?}: {e}");
+            std::process::exit(if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            });
+        }
+    };
+    let pgid = child.id() as i32;
+    say(&format!("pid {pgid}"));
+
+    let state = Arc::new((
+        Mutex::new(Sched {
+            term_ns,
+            kill_ns,
+            termed: false,
+            killed: false,
+        }),
+        Condvar::new(),
+    ));
+
+    // Reader: schedule updates from the elector; EOF means the elector is gone.
+    let st = state.clone();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            let Ok(line) = line else { break };
+            let f: Vec<u64> = line
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            let mut s = st.0.lock().unwrap_or_else(|p| p.into_inner());
+            match (line.chars().next(), f.as_slice()) {
+                (Some('D'), [t, k]) => {
+                    s.term_ns = *t;
+                    s.kill_ns = *k;
+                }
+                (Some('S'), [k]) => {
+                    s.term_ns = 0;
+                    s.kill_ns = s.kill_ns.min(*k);
+                    // An explicit stop is not a deadline firing: do not report it as one.
+                    if !s.termed {
+                        sys::killpg(pgid, Signal::SIGTERM);
+                        s.termed = true;
+                    }
+                }
+                _ => {}
+            }
+            st.1.notify_all();
+        }
+        let mut s = st.0.lock().unwrap_or_else(|p| p.into_inner());
+        // Why: without the elector nobody renews the lease; the command must not outlive it.
+        s.kill_ns = 0;
+        st.1.notify_all();
+    });
+
+    // Waiter: CMD's exit ends the watchdog, after clearing leftovers in its group (a shell's
+    // background children must not keep running unsupervised: consul lock's bug #2022).
+    std::thread::spawn(move || {
+        let code = match child.wait() {
+            Ok(st) => exit_code(st),
+            Err(_) => 1,
+        };
+        sys::killpg(pgid, Signal::SIGKILL);
+        std::process::exit(code);
+    });
+
+    let (lock, cv) = &*state;
+    let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let now = sys::mono_now_ns();
+        if now >= s.kill_ns {
+            // Re-sent every 200 ms until the waiter thread exits the process (SIGKILL cannot
+            // be ignored, but a process may be in the middle of forking a new member).
+            // Say it first: once the group is dead the waiter thread exits the process.
+            if !s.killed {
+                s.killed = true;
+                say("fired kill");
+            }
+            sys::killpg(pgid, Signal::SIGKILL);
+        } else if !s.termed && now >= s.term_ns {
+            s.termed = true;
+            say("fired term");
+            sys::killpg(pgid, Signal::SIGTERM);
+        }
+        let next = if now >= s.kill_ns {
+            now + sys::ns(Duration::from_millis(200))
+        } else if s.termed {
+            s.kill_ns
+        } else {
+            s.term_ns.min(s.kill_ns)
+        };
+        let wait = Duration::from_nanos(next.saturating_sub(now)).max(Duration::from_micros(100));
+        s = cv
+            .wait_timeout(s, wait)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+    }
+}
