@@ -71,7 +71,9 @@ pub fn server_bin() -> String {
 /// Major version of the server under test (7 for Debian's 7.0.15).
 pub fn server_major() -> u32 {
     let out = Command::new(server_bin()).arg("--version").output();
-    let text = out.map(|o| String::from_utf8_lossy(&o.stdout).to_string()).unwrap_or_default();
+    let text = out
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
     // "Redis server v=7.0.15 ..." / "Valkey server v=9.1.2 ..."
     text.split("v=")
         .nth(1)
@@ -118,7 +120,12 @@ impl RedisServer {
                 .tempdir()
                 .expect("tempdir");
             let port = opts.port.unwrap_or_else(free_port);
-            let mut s = RedisServer { port, opts: opts.clone(), dir, child: None };
+            let mut s = RedisServer {
+                port,
+                opts: opts.clone(),
+                dir,
+                child: None,
+            };
             match s.spawn() {
                 Ok(()) => return s,
                 Err(e) => errs.push(e),
@@ -163,7 +170,10 @@ impl RedisServer {
             .arg("--daemonize")
             .arg("no")
             .arg("--protected-mode")
-            .arg("no");
+            .arg("no")
+            // DEBUG RELOAD / DIGEST-VALUE are part of the persistence tests.
+            .arg("--enable-debug-command")
+            .arg("yes");
         if self.opts.load_module {
             let mut load = vec![module_path().display().to_string()];
             load.extend(self.opts.module_args.iter().cloned());
@@ -173,19 +183,27 @@ impl RedisServer {
         for (k, v) in &self.opts.env {
             cmd.env(k, v);
         }
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         cmd
     }
 
     fn spawn(&mut self) -> Result<(), String> {
-        let child = self.command().spawn().map_err(|e| format!("spawn {}: {e}", server_bin()))?;
+        let child = self
+            .command()
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", server_bin()))?;
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(c) = self.child.as_mut() {
                 if let Ok(Some(status)) = c.try_wait() {
                     self.child = None;
-                    return Err(format!("server exited ({status}) during start-up; log:\n{}", self.log()));
+                    return Err(format!(
+                        "server exited ({status}) during start-up; log:\n{}",
+                        self.log()
+                    ));
                 }
             }
             if let Ok(mut con) = self.try_connection() {
@@ -195,7 +213,10 @@ impl RedisServer {
             }
             if Instant::now() > deadline {
                 self.kill();
-                return Err(format!("server not answering after 10 s; log:\n{}", self.log()));
+                return Err(format!(
+                    "server not answering after 10 s; log:\n{}",
+                    self.log()
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -213,7 +234,11 @@ impl RedisServer {
             match self.try_connection() {
                 Ok(c) => return c,
                 Err(e) if Instant::now() > deadline => {
-                    panic!("cannot connect to {}: {e}; log:\n{}", self.url(), self.log())
+                    panic!(
+                        "cannot connect to {}: {e}; log:\n{}",
+                        self.url(),
+                        self.log()
+                    )
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(20)),
             }
