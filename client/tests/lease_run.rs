@@ -455,6 +455,12 @@ fn child_exit_code_is_propagated_and_the_lease_released() {
 fn sigint_is_forwarded_and_exit_is_130() {
     let (server, _dir, file, mut runs) = setup(1, "2s", &[]);
     let s = wait_start(&file, &[], Duration::from_secs(3));
+    // A beat means the child's traps are installed (they follow the start line).
+    let end = Instant::now() + Duration::from_secs(2);
+    while !lines(&file).iter().any(|l| l.what == "beat") {
+        assert!(Instant::now() < end, "no beat");
+        std::thread::sleep(Duration::from_millis(2));
+    }
     runs[0].signal(Signal::SIGINT);
     assert_eq!(runs[0].wait(Duration::from_secs(3)), Some(130));
     assert!(
