@@ -415,12 +415,13 @@ fn shell_background_children_die_when_leadership_is_lost() {
     assert_eq!(run.wait(Duration::from_secs(3)), Some(75));
 }
 
-/// The child's own exit code is lease-run's, and the lease is released at once.
+/// The child's own exit code is lease-run's, and the lease is released at once. (The child
+/// also prints a watchdog report line on its stdout: it must not reach the control channel.)
 #[test]
 fn child_exit_code_is_propagated_and_the_lease_released() {
     let server = RedisServer::start(ServerOptions::default());
     let dir = tempfile::tempdir().unwrap();
-    let mut run = LeaseRun::start(dir.path(), "lr", &server.url(), "ex-key", "5s", &[], &["sh", "-c", "test -n \"$LEASE_TOKEN\" && test \"$LEASE_KEY\" = ex-key && test -n \"$LEASE_OWNER\" && exit 7"]);
+    let mut run = LeaseRun::start(dir.path(), "lr", &server.url(), "ex-key", "5s", &[], &["sh", "-c", "test -n \"$LEASE_TOKEN\" && test \"$LEASE_KEY\" = ex-key && test -n \"$LEASE_OWNER\" && echo 'fired kill' && exit 7"]);
     assert_eq!(run.wait(Duration::from_secs(5)), Some(7), "{}", run.log());
     let mut con = server.connection();
     let v: redis::Value = redis::cmd("LEASE.GET")
@@ -549,4 +550,66 @@ fn restart_recampaigns_and_metrics_are_served() {
                 && !l.ends_with(" 0")),
         "{body}"
     );
+}
+
+fn ppid(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat.rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Even the watchdog dying (kill -9) leaves nothing behind: CMD dies of its parent-death
+/// signal and lease-run clears CMD's group (a TERM-ignoring grandchild behind a shell).
+#[test]
+fn killing_the_watchdog_kills_the_whole_group() {
+    let server = RedisServer::start(ServerOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("bg.pid");
+    let script = format!(
+        "trap '' TERM; sleep 1000 & echo $! > {}; echo $$ >> {}; wait",
+        pidfile.display(),
+        pidfile.display()
+    );
+    let mut run = LeaseRun::start(
+        dir.path(),
+        "lr",
+        &server.url(),
+        "wd-key",
+        "5s",
+        &[],
+        &["sh", "-c", &script],
+    );
+    let end = Instant::now() + Duration::from_secs(3);
+    let pids: Vec<i32> = loop {
+        let p: Vec<i32> = std::fs::read_to_string(&pidfile)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        if p.len() == 2 {
+            break p;
+        }
+        assert!(Instant::now() < end, "child did not start");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let (bg, sh) = (pids[0], pids[1]);
+    let watchdog = ppid(sh);
+    assert_ne!(
+        watchdog,
+        run.child.id() as i32,
+        "CMD must run under the watchdog"
+    );
+    assert_eq!(ppid(watchdog), run.child.id() as i32);
+    kill(Pid::from_raw(watchdog), Signal::SIGKILL).unwrap();
+    wait_dead(sh, Duration::from_millis(200));
+    let died = wait_dead(bg, Duration::from_millis(200));
+    eprintln!("watchdog killed: grandchild dead after {died:?}");
+    // CMD "exited" (killed); lease-run reports it as the command's end.
+    assert_eq!(run.wait(Duration::from_secs(3)), Some(128 + 9));
 }

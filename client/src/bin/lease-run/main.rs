@@ -338,32 +338,55 @@ async fn leader_task(
         return ChildEnd::Skipped;
     };
     let (term_ns, kill_ns) = plan.schedule(deadline);
-    let mut command = tokio::process::Command::new(&exe);
-    command
-        .arg(watchdog::ARG)
-        .arg(term_ns.to_string())
-        .arg(kill_ns.to_string())
-        .arg("--")
-        .args(cmd.iter())
-        .env("LEASE_TOKEN", ctx.token().to_string())
-        .env("LEASE_KEY", ctx.key())
-        .env("LEASE_OWNER", ctx.owner())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        // Own process group: terminal signals reach lease-run (which forwards them), and a
-        // stop of lease-run's group does not stop the watchdog.
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut w = match command.spawn() {
-        Ok(w) => w,
+    // Control channel: a socket pair, one end becomes the watchdog's fd 0. Why not pipes on
+    // stdin/stdout: CMD inherits the watchdog's stdout, and must write to ours, not into
+    // the control channel.
+    let (ours, theirs) = match std::os::unix::net::UnixStream::pair() {
+        Ok(p) => p,
         Err(e) => {
-            error!(error = %e, "cannot start the watchdog");
+            error!(error = %e, "cannot create the watchdog control socket");
             return ChildEnd::Exited(EXIT_INTERNAL);
         }
     };
-    let (Some(mut to_w), Some(from_w)) = (w.stdin.take(), w.stdout.take()) else {
-        return ChildEnd::Exited(EXIT_INTERNAL);
+    let ours = match ours
+        .set_nonblocking(true)
+        .and_then(|_| tokio::net::UnixStream::from_std(ours))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            error!(error = %e, "cannot set up the watchdog control socket");
+            return ChildEnd::Exited(EXIT_INTERNAL);
+        }
     };
+    let mut w = {
+        let mut command = tokio::process::Command::new(&exe);
+        command
+            .arg(watchdog::ARG)
+            .arg(term_ns.to_string())
+            .arg(kill_ns.to_string())
+            .arg("--")
+            .args(cmd.iter())
+            .env("LEASE_TOKEN", ctx.token().to_string())
+            .env("LEASE_KEY", ctx.key())
+            .env("LEASE_OWNER", ctx.owner())
+            .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+                theirs,
+            )))
+            // Own process group: terminal signals reach lease-run (which forwards them), and
+            // a stop of lease-run's group does not stop the watchdog.
+            .process_group(0)
+            .kill_on_drop(true);
+        // `command` (holding the watchdog's end of the socket) is dropped at the end of this
+        // block, so the watchdog's death shows up here as end of file, and ours there.
+        match command.spawn() {
+            Ok(w) => w,
+            Err(e) => {
+                error!(error = %e, "cannot start the watchdog");
+                return ChildEnd::Exited(EXIT_INTERNAL);
+            }
+        }
+    };
+    let (from_w, mut to_w) = ours.into_split();
     let mut lines = BufReader::new(from_w).lines();
     let mut leadership = ctx.leadership();
     let mut stopping = false;
@@ -415,7 +438,10 @@ async fn leader_task(
             _ => lines_open = false,
         }
     }
-    shared.pgid.store(0, Ordering::SeqCst);
+    // Why: the watchdog normally leaves nothing behind, but if it was killed itself (kill -9
+    // by someone), CMD died of its death signal while CMD's own children may live on in its
+    // group. Clear the group before reporting anything.
+    sys::killpg(shared.pgid.swap(0, Ordering::SeqCst), Signal::SIGKILL);
     let code = match status {
         Ok(st) => watchdog::exit_code(st),
         Err(_) => EXIT_INTERNAL,

@@ -7,13 +7,14 @@
 //! lease-run (elector) --pipe--> watchdog (own pgrp, ignores INT/TERM/HUP/TSTP) --> CMD (own pgrp, PDEATHSIG=KILL)
 //! ```
 //!
-//! Protocol on stdin, one line each, times are absolute CLOCK_MONOTONIC ns:
+//! Protocol on the control socket (the watchdog's fd 0, one end of a Unix socket pair; the
+//! other end stays in the elector), one line each, times are absolute CLOCK_MONOTONIC ns:
 //! - `D <term_ns> <kill_ns>`: new schedule (after a renewal): SIGTERM the group at
 //!   `term_ns`, SIGKILL it at `kill_ns`.
 //! - `S <kill_ns>`: stop now: SIGTERM now, SIGKILL at `kill_ns`.
 //! - end of file (the elector died, even by SIGKILL): SIGKILL the group now.
 //!
-//! On stdout it reports `pid <n>` once CMD runs and `fired term|kill` when it acts on its own
+//! On the same socket it reports `pid <n>` once CMD runs and `fired term|kill` when it acts on its own
 //! schedule (the elector then knows the stop was a deadline stop). It exits with CMD's exit
 //! code (128+N if CMD died of signal N) after killing whatever CMD left in its group; 127/126
 //! if CMD cannot be started.
@@ -36,10 +37,21 @@ struct Sched {
     killed: bool,
 }
 
+/// Report to the elector over the control socket (our fd 0, a Unix socket pair end, so it is
+/// bidirectional). Not stdout: CMD inherits our stdout/stderr, which are lease-run's.
 fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    static REPORT: std::sync::OnceLock<Option<Mutex<std::fs::File>>> = std::sync::OnceLock::new();
+    let report = REPORT.get_or_init(|| {
+        use std::os::fd::AsFd;
+        // A CLOEXEC duplicate of fd 0: CMD does not inherit it.
+        let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+        Some(Mutex::new(std::fs::File::from(fd)))
+    });
+    if let Some(f) = report {
+        let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = writeln!(f, "{line}");
+        let _ = f.flush();
+    }
 }
 
 pub fn exit_code(st: std::process::ExitStatus) -> i32 {
