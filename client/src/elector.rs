@@ -322,7 +322,9 @@ impl<T: Transport> Elector<T> {
             Ok(_) => true,
             Err(e) => {
                 self.metrics.redis_error(op, e.kind.label());
-                if !e.kind.is_unreachable() {
+                // GRACE has its own log line; unreachability is logged on the transition.
+                if !e.kind.is_unreachable() && !matches!(e.kind, crate::error::ErrorKind::Grace(_))
+                {
                     warn!(key = %self.cfg.key, owner = %self.cfg.owner, op, error = %e, "redis error");
                 }
                 !e.kind.is_unreachable()
