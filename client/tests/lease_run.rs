@@ -613,3 +613,24 @@ fn killing_the_watchdog_kills_the_whole_group() {
     // CMD "exited" (killed); lease-run reports it as the command's end.
     assert_eq!(run.wait(Duration::from_secs(3)), Some(128 + 9));
 }
+
+/// --restart after a *loss* (Redis went away): the child is stopped, and when Redis is back
+/// lease-run leads again and starts a new child with a new token.
+#[test]
+fn restart_after_a_lost_lease_runs_the_command_again() {
+    let (mut server, _dir, file, mut runs) =
+        setup(1, "600ms", &["--restart", "--restart-delay", "50ms"]);
+    let s = wait_start(&file, &[], Duration::from_secs(3));
+    std::thread::sleep(Duration::from_millis(100));
+    server.kill();
+    wait_dead(s.pid.unwrap(), Duration::from_millis(600));
+    assert_eq!(
+        runs[0].wait(Duration::from_millis(300)),
+        None,
+        "--restart must not exit on a loss"
+    );
+    server.restart();
+    let next = wait_start(&file, &[s.token], Duration::from_secs(3));
+    assert!(next.token > s.token);
+    check_no_overlap(&file);
+}

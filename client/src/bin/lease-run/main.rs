@@ -109,6 +109,8 @@ struct Shared {
     stopping: AtomicBool,
     /// Leadership was lost while CMD ran.
     lost: AtomicBool,
+    /// `--restart`: a lost lease is not the end.
+    restart: bool,
     lost_notify: Notify,
 }
 
@@ -254,7 +256,10 @@ async fn run(cli: Cli) -> i32 {
             return EXIT_INTERNAL;
         }
     };
-    let shared = Arc::new(Shared::default());
+    let shared = Arc::new(Shared {
+        restart: cli.restart,
+        ..Shared::default()
+    });
     let handle = elector.handle();
     let cmd = Arc::new(cli.cmd.clone());
     let mut got_signal: Option<i32> = None;
@@ -299,8 +304,11 @@ async fn run(cli: Cli) -> i32 {
             Ok(RunOutcome::TaskFinished(ChildEnd::Exited(code))) if got_signal.is_none() => {
                 if cli.restart {
                     info!(code, "command exited; campaigning again (--restart)");
-                    tokio::time::sleep(cli.restart_delay).await;
-                    continue;
+                    tokio::select! {
+                        _ = tokio::time::sleep(cli.restart_delay) => continue,
+                        _ = sigint.recv() => return 128 + Signal::SIGINT as i32,
+                        _ = sigterm.recv() => return 128 + Signal::SIGTERM as i32,
+                    }
                 }
                 return code;
             }
@@ -331,7 +339,11 @@ async fn leader_task(
     plan: KillPlan,
     shared: Arc<Shared>,
 ) -> ChildEnd {
-    if shared.stopping.load(Ordering::SeqCst) || shared.lost.load(Ordering::SeqCst) {
+    // Why: once a stop is decided (signal, or a loss without --restart), a new term that
+    // raced in must not start CMD again.
+    if shared.stopping.load(Ordering::SeqCst)
+        || (shared.lost.load(Ordering::SeqCst) && !shared.restart)
+    {
         return ChildEnd::Skipped;
     }
     let Some(deadline) = ctx.deadline() else {
