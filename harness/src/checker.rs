@@ -11,6 +11,8 @@
 //! - `stale_accepted`: the resource accepted a write that reached it after its writer's own
 //!   lease deadline *and* after a higher token had been granted to someone else;
 //! - `duplicate_token`: one token granted to two electors;
+//! - `token_order`: a grant that started after an earlier reign ended carries a token that
+//!   is not higher (tokens must increase across restarts and promotions);
 //! - `orphan_write`: the resource saw a write from a reign no elector recorded.
 //!
 //! Liveness (figures, not verdicts; targets are in docs/evidence.md):
@@ -151,6 +153,8 @@ pub struct RunReport {
     pub late_writes_rejected: u64,
     pub fault_free_minutes: f64,
     pub fault_free_changes: u64,
+    /// Redis restarts/promotions after which the leader kept leading (no new grant needed).
+    pub redis_faults_leader_kept: u64,
 }
 
 fn ms(ns: u64) -> f64 {
@@ -186,6 +190,42 @@ pub fn check(data: &RunData) -> RunReport {
             }
         } else {
             by_token.insert(r.token, r);
+        }
+    }
+
+    // token_order: a grant that began after another reign had ended (by more than one TTL,
+    // so that even a grant reply delayed in the network was sent after it) must carry a
+    // higher token. Catches a module that reissues old tokens after a restart without
+    // persistence or a promotion that missed grants.
+    let ttl_ns = data
+        .run
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::RunStart { ttl_ms, .. } => Some(ttl_ms * 1_000_000),
+            _ => None,
+        })
+        .unwrap_or(0);
+    for a in &reigns {
+        let a_end = a
+            .stop
+            .unwrap_or(0)
+            .max(a.last_check.unwrap_or(0))
+            .max(a.grant);
+        for b in &reigns {
+            if b.grant > a_end + ttl_ns && b.token <= a.token {
+                v(
+                    "token_order",
+                    format!(
+                        "{} got token {} at {:.3}ms, not above {}'s token {} of a reign that ended at {:.3}ms",
+                        b.elector,
+                        b.token,
+                        ms(b.grant),
+                        a.elector,
+                        a.token,
+                        ms(a_end)
+                    ),
+                );
+            }
         }
     }
 
@@ -342,6 +382,7 @@ fn liveness(data: &RunData, reigns: &[Reign], rep: &mut RunReport) {
             .or_default()
             .push(ms(to.saturating_sub(from)));
     };
+    let mut kept = 0;
     for (i, (kind, t, _t_end, target)) in faults.iter().enumerate() {
         // A measurement belongs to its fault only until the next fault starts.
         let horizon = faults.get(i + 1).map(|f| f.1).unwrap_or(end).min(end);
@@ -378,12 +419,19 @@ fn liveness(data: &RunData, reigns: &[Reign], rep: &mut RunReport) {
                 if let Some(&up) = ups.iter().find(|u| **u >= *t && **u < horizon) {
                     if let Some(g) = next_grant(up, horizon) {
                         push("redis_back", up, g);
+                    } else if reigns
+                        .iter()
+                        .any(|r| r.grant < *t && r.last_check.is_some_and(|c| c > up))
+                    {
+                        kept += 1;
                     }
                 }
             }
             _ => {}
         }
     }
+
+    rep.redis_faults_leader_kept = kept;
 
     // Flapping: grants in fault-free windows.
     let Some(first) = grants.first().map(|g| g.0) else {
@@ -436,6 +484,7 @@ pub struct Summary {
     pub late_writes_rejected: u64,
     pub fault_free_minutes: f64,
     pub fault_free_changes: u64,
+    pub redis_faults_leader_kept: u64,
 }
 
 impl Summary {
@@ -454,6 +503,7 @@ impl Summary {
         self.late_writes_rejected += r.late_writes_rejected;
         self.fault_free_minutes += r.fault_free_minutes;
         self.fault_free_changes += r.fault_free_changes;
+        self.redis_faults_leader_kept += r.redis_faults_leader_kept;
     }
 
     /// `runs=… violations=… crash_failover_p50_ms=… …`
@@ -482,13 +532,139 @@ impl Summary {
         };
         let faults: u64 = self.faults.values().sum();
         s += &format!(
-            " fault_free_changes_per_min={per_min:.2} fault_free_min={:.1} faults={faults} skipped={} writes_ok={} writes_fenced={} late_fenced={}",
+            " fault_free_changes_per_min={per_min:.2} fault_free_min={:.1} faults={faults} skipped={} redis_kept={} writes_ok={} writes_fenced={} late_fenced={}",
             self.fault_free_minutes,
             self.faults_skipped,
+            self.redis_faults_leader_kept,
             self.writes_accepted,
             self.writes_rejected,
             self.late_writes_rejected
         );
         s
     }
+}
+
+/// The "check -> pause -> stale write" stories of a run: every write that the elector
+/// decided on before its deadline, that reached the resource after it, and that the
+/// resource rejected by its token. Each story is a few lines of text, with times in ms
+/// since the run started.
+pub fn stale_write_stories(data: &RunData) -> Vec<String> {
+    let reigns = reigns(data);
+    let t0 = data
+        .run
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::RunStart { t, .. } => Some(*t),
+            _ => None,
+        })
+        .unwrap_or(0);
+    let rel = |t: u64| (t as f64 - t0 as f64) / 1e6;
+    let mut out = vec![];
+    for w in data.resource.iter().filter(|w| !w.accepted) {
+        let Some(r) = reigns
+            .iter()
+            .find(|r| r.elector == w.writer && r.token == w.token)
+        else {
+            continue;
+        };
+        let Some((_, evs)) = data.electors.iter().find(|(id, _)| *id == w.writer) else {
+            continue;
+        };
+        let check = evs.iter().find_map(|e| match e {
+            ElectorEvent::Check {
+                t,
+                token,
+                seq,
+                deadline,
+            } if *token == w.token && *seq == w.seq => Some((*t, *deadline)),
+            _ => None,
+        });
+        let Some((t_check, deadline)) = check else {
+            continue;
+        };
+        if !(t_check < deadline && w.t > deadline) {
+            continue;
+        }
+        let fault = data.run.iter().find_map(|e| match e {
+            RunEvent::Fault {
+                kind,
+                t,
+                t_end,
+                target,
+                detail,
+                skipped: None,
+            } if *target == w.writer && *t <= w.t && *t_end >= t_check => Some(format!(
+                "{:>10.3} ms  fault {kind} on {target} ({detail}) until {:.3} ms",
+                rel(*t),
+                rel(*t_end)
+            )),
+            _ => None,
+        });
+        let newer = reigns
+            .iter()
+            .filter(|o| o.token > w.token && o.grant < w.t)
+            .min_by_key(|o| o.grant);
+        let mut lines = vec![format!(
+            "stale write {} seq {} token {} (rejected by the resource):",
+            w.writer, w.seq, w.token
+        )];
+        lines.push(format!(
+            "{:>10.3} ms  {} granted token {} (local deadline {:.3} ms)",
+            rel(r.grant),
+            r.elector,
+            r.token,
+            rel(r.deadline)
+        ));
+        lines.push(format!(
+            "{:>10.3} ms  {} checks: still leader, {:.3} ms left -> prepares write seq {}",
+            rel(t_check),
+            w.writer,
+            (deadline - t_check) as f64 / 1e6,
+            w.seq
+        ));
+        let mut timed: Vec<(u64, String)> = vec![];
+        if let Some(f) = fault {
+            timed.push((0, f));
+        }
+        timed.push((
+            deadline,
+            format!(
+                "{:>10.3} ms  {}'s local deadline passes (it is not running)",
+                rel(deadline),
+                w.writer
+            ),
+        ));
+        if let Some(n) = newer {
+            timed.push((
+                n.grant,
+                format!(
+                    "{:>10.3} ms  {} granted token {}",
+                    rel(n.grant),
+                    n.elector,
+                    n.token
+                ),
+            ));
+            if let Some(a) = data
+                .resource
+                .iter()
+                .find(|x| x.writer == n.elector && x.token == n.token && x.accepted)
+            {
+                timed.push((
+                    a.t,
+                    format!(
+                        "{:>10.3} ms  resource accepts {} token {} (highest now {})",
+                        rel(a.t),
+                        a.writer,
+                        a.token,
+                        a.token
+                    ),
+                ));
+            }
+        }
+        timed.push((w.t, format!("{:>10.3} ms  {} wakes, sends seq {} with token {} -> resource rejects: {} < highest {}", rel(w.t), w.writer, w.seq, w.token, w.token, w.highest)));
+        timed.sort_by_key(|(t, _)| *t);
+        lines.extend(timed.into_iter().map(|(_, l)| l));
+        out.push(lines.join("\n"));
+    }
+    out
 }

@@ -21,7 +21,8 @@ usage:
   lease-harness run --runs N --electors M --seconds S [--fault KIND]... [--seed X] [--out DIR]
                     [--ttl-ms T] [--grace-ms G] [--elector-mode safe|ignore-deadline] [--no-fence]
                     [--module PATH] [--keep-going]
-  lease-harness check [--svg] DIR...          (run folders, or folders of run-* folders)
+  lease-harness check [--svg] [--explain] DIR...   (run folders, or folders of run-* folders;
+                                                   --explain prints each stale write's story)
   lease-harness resource --out FILE [--no-fence]
   lease-harness elector --id ID --redis URL --resource ADDR --out FILE --ttl-ms T
                         [--mode safe|ignore-deadline]
@@ -100,10 +101,20 @@ pub fn run_dirs(dir: &Path) -> Result<Vec<PathBuf>, String> {
 
 /// Check one run folder: print its violations, write `report.json` (and the timeline when
 /// asked), and add it to the summary.
-pub fn check_one(dir: &Path, svg: bool, summary: &mut Summary) -> Result<(), String> {
+pub fn check_one(
+    dir: &Path,
+    svg: bool,
+    explain: bool,
+    summary: &mut Summary,
+) -> Result<(), String> {
     let data = RunData::load(dir)?;
     let rep = check(&data);
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run");
+    if explain {
+        for s in lease_harness::checker::stale_write_stories(&data) {
+            println!("{name}: {s}\n");
+        }
+    }
     for v in &rep.violations {
         println!("VIOLATION {name} {}: {}", v.kind, v.detail);
     }
@@ -127,6 +138,7 @@ pub fn check_one(dir: &Path, svg: bool, summary: &mut Summary) -> Result<(), Str
 
 fn check_main(mut args: Args) -> Result<ExitCode, String> {
     let svg = args.flag("--svg");
+    let explain = args.flag("--explain");
     let dirs = args.positional()?;
     if dirs.is_empty() {
         return Err("check needs at least one folder".into());
@@ -134,7 +146,7 @@ fn check_main(mut args: Args) -> Result<ExitCode, String> {
     let mut summary = Summary::default();
     for d in dirs {
         for run in run_dirs(Path::new(&d))? {
-            check_one(&run, svg, &mut summary)?;
+            check_one(&run, svg, explain, &mut summary)?;
         }
     }
     println!("{}", summary.line());

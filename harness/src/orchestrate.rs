@@ -21,6 +21,7 @@ use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::Duration;
 use tokio::time::{sleep, Instant};
 
+/// Fault kinds; `none` (quiet periods only) is accepted too.
 pub const FAULTS: &[&str] = &[
     "kill",
     "pause",
@@ -157,7 +158,7 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
             return Err(format!("run {run} (seed {run_seed}): {e}"));
         }
         let before = summary.violations;
-        check_one(&dir, true, &mut summary)?;
+        check_one(&dir, true, false, &mut summary)?;
         println!(
             "run-{run:04} seed={run_seed} violations={} ({} runs, {} violations so far)",
             summary.violations - before,
@@ -263,6 +264,23 @@ impl Server {
         let s = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
         let lines: Vec<&str> = s.lines().collect();
         lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// Start on a fresh port: retries when another process took the port we probed (other
+    /// test suites share this machine).
+    async fn start_fresh(&mut self) -> Result<(), String> {
+        let mut last = String::new();
+        for _ in 0..3 {
+            match self.start().await {
+                Ok(()) => return Ok(()),
+                Err(e) if e.contains("Address already in use") => {
+                    last = e;
+                    self.port = free_port()?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
     }
 
     async fn start(&mut self) -> Result<(), String> {
@@ -388,10 +406,6 @@ impl Server {
         }
     }
 
-    fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.id())
-    }
-
     /// Remove persistence files (restart "without persistence").
     fn wipe(&self) {
         let _ = std::fs::remove_dir_all(self.dir.join("appendonlydir"));
@@ -493,7 +507,10 @@ struct Run<'a> {
     resource_addr: String,
     slots: Vec<Slot>,
     primary: Server,
-    replica: Option<Server>,
+    /// The replica and the proxy its replication link goes through (so that a failover can
+    /// cut the link: freezing the replica process is not enough, the kernel would still
+    /// buffer the stream for it and it would apply it after the thaw).
+    replica: Option<(Server, Proxy)>,
     next_server: u32,
     faketime: bool,
 }
@@ -673,21 +690,37 @@ impl Run<'_> {
                 });
             }
             "failover" => {
-                let Some(replica) = self.replica.take() else {
+                let Some((replica, link)) = self.replica.take() else {
                     self.fault(kind, t, "primary", String::new(), Some("no replica".into()));
                     return Ok(());
                 };
-                // Make the replica lag: freeze it, let grants/renewals happen, then crash
-                // the primary so they are lost.
-                let lag = self.rand_ttl(0.3, 1.0);
-                if let Some(pid) = replica.pid() {
-                    signal(pid, libc::SIGSTOP);
+                // Make the replica lag: cut its replication link, let renewals happen (for
+                // longer than a TTL, sometimes: the replica's copy of the lease then
+                // expired), and in half of the cases hand the lease over meanwhile, so that
+                // the promoted replica never saw the newest grant. Then crash the primary.
+                let lag = self.rand_ttl(0.3, 2.0);
+                let lose_grant = self.rng.bool();
+                link.set_mode(Mode::Blackhole);
+                let frozen_at = Instant::now();
+                let mut handed_over = String::new();
+                if lose_grant {
+                    if let Some(i) = self.leader() {
+                        handed_over = self.slots[i]
+                            .proc
+                            .as_ref()
+                            .map(|p| p.id.clone())
+                            .unwrap_or_default();
+                        if let Some(mut p) = self.slots[i].proc.take() {
+                            p.stop(Duration::from_secs(5)).await;
+                        }
+                        self.spawn_elector(i)?;
+                    }
                 }
-                sleep(lag).await;
+                let left = lag.saturating_sub(frozen_at.elapsed());
+                sleep(left.max(Duration::from_millis(50))).await;
                 self.primary.kill9();
-                if let Some(pid) = replica.pid() {
-                    signal(pid, libc::SIGCONT);
-                }
+                drop(link);
+                let frozen_ms = frozen_at.elapsed().as_millis();
                 let mut promoted = false;
                 for _ in 0..50 {
                     if replica.query_string(&["REPLICAOF", "NO", "ONE"]).is_ok() {
@@ -714,8 +747,12 @@ impl Run<'_> {
                     t,
                     "primary",
                     format!(
-                        "replica frozen {} ms, primary kill -9, promoted",
-                        lag.as_millis()
+                        "replica cut off {frozen_ms} ms{}, primary kill -9, replica promoted",
+                        if handed_over.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", {handed_over} resigned meanwhile (that grant is lost)")
+                        }
                     ),
                     None,
                 );
@@ -725,17 +762,14 @@ impl Run<'_> {
                 });
                 // A fresh replica for the next failover.
                 let name = self.new_server_name();
-                let mut r = Server::new(
+                self.replica = start_replica(
                     &name,
                     &self.dir,
                     self.cfg,
                     self.faketime,
-                    Some(self.primary.port),
-                )?;
-                r.start().await?;
-                if r.wait_replica_link().await {
-                    self.replica = Some(r);
-                }
+                    self.primary.addr(),
+                )
+                .await?;
             }
             "clock-jump" => {
                 let Some(f) = self.primary.faketime.clone() else {
@@ -763,13 +797,33 @@ impl Run<'_> {
                 );
             }
             "none" => {
-                let d = self.ttl(2.0);
-                sleep(d).await;
-                self.fault(kind, t, "-", "quiet period".into(), None);
+                // A quiet period: nothing injected, nothing recorded, so it counts as
+                // fault-free time for the flapping figure.
+                sleep(self.ttl(2.0)).await;
             }
             other => return Err(format!("unknown fault {other}")),
         }
         Ok(())
+    }
+}
+
+/// A replica of `primary`, replicating through a proxy; `None` if its link did not come up
+/// (the run goes on; failover faults are then skipped and recorded as such).
+async fn start_replica(
+    name: &str,
+    dir: &Path,
+    cfg: &Config,
+    faketime: bool,
+    primary: SocketAddr,
+) -> Result<Option<(Server, Proxy)>, String> {
+    let link = Proxy::start(primary).await.map_err(|e| e.to_string())?;
+    let mut r = Server::new(name, dir, cfg, faketime, Some(link.addr().port()))?;
+    r.start_fresh().await?;
+    if r.wait_replica_link().await {
+        Ok(Some((r, link)))
+    } else {
+        eprintln!("run: replica {name} did not sync; log:\n{}", r.log());
+        Ok(None)
     }
 }
 
@@ -790,14 +844,8 @@ async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), St
         .collect();
 
     let mut primary = Server::new("a", dir, cfg, faketime, None)?;
-    primary.start().await?;
-    let mut replica = Server::new("b", dir, cfg, faketime, Some(primary.port))?;
-    replica.start().await?;
-    let replica = if replica.wait_replica_link().await {
-        Some(replica)
-    } else {
-        None
-    };
+    primary.start_fresh().await?;
+    let replica = start_replica("b", dir, cfg, faketime, primary.addr()).await?;
     let (resource, resource_addr) = spawn_resource(dir, cfg.fence)?;
     let mut slots = vec![];
     for _ in 0..cfg.electors {

@@ -284,3 +284,26 @@ fn histories_round_trip_and_a_torn_last_line_is_skipped() {
     std::fs::write(&p, &raw).expect("write");
     assert!(read_jsonl::<ElectorEvent>(&p).is_err());
 }
+
+#[test]
+fn reissued_lower_token_after_a_reign_ended_is_caught() {
+    // e2 is granted at 400 ms, long after e1's reign ended (155 ms, TTL 200 ms), with a
+    // token below e1's: a restart or promotion lost the token history.
+    let mut d = clean();
+    let mut e2 = vec![start("e2")];
+    e2.extend(reign(9, 400, 400, 600, 800, 605));
+    d.electors[1].1 = e2;
+    d.resource.retain(|w| w.writer == "e1");
+    for t in (400..=600).step_by(10) {
+        d.resource.push(write(t, "e2", 9, false, 10));
+    }
+    let k = kinds(&d);
+    assert!(k.contains(&"token_order".to_string()), "{k:?}");
+    // Within one TTL of the end the order is not judged (a delayed grant reply).
+    let mut d = clean();
+    let mut e2 = vec![start("e2")];
+    e2.extend(reign(9, 300, 300, 350, 500, 355));
+    d.electors[1].1 = e2;
+    d.resource.retain(|w| w.writer == "e1");
+    assert!(!kinds(&d).contains(&"token_order".to_string()));
+}
