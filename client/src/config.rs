@@ -36,7 +36,11 @@ pub struct ElectorConfig {
     pub min_replicas: u32,
     /// Timeout of `WAIT`.
     pub wait_timeout: Duration,
-    /// Followers wait with `LEASE.ACQUIRE ... BLOCK block_timeout`, then ask again.
+    /// Followers wait with `LEASE.ACQUIRE ... BLOCK block_timeout`, then ask again. A grant
+    /// that arrives after a longer wait than `lead_time() - stop_budget` cannot be used as is
+    /// (its deadline counts from the send instant) and costs one more round trip (a
+    /// non-blocking ACQUIRE that refreshes it), so keep this below that window for the
+    /// fastest handover.
     pub block_timeout: Duration,
     /// Time limit for one command (added to `block_timeout` for blocking acquires).
     pub op_timeout: Duration,

@@ -132,7 +132,9 @@ pub fn on_acquire(
             if cfg.min_replicas > 0 && acked.unwrap_or(0) < cfg.min_replicas {
                 return AcquireDecision::Unconfirmed {
                     token,
-                    retry_in: cfg.backoff_min,
+                    // Why not faster: each retry refreshes our (unused) grant on the primary;
+                    // replicas catching up take time, there is no point in hammering.
+                    retry_in: retry_interval(cfg),
                     why: "replicas_not_acked",
                 };
             }
@@ -327,7 +329,7 @@ mod tests {
                 granted(7, Some(1)),
                 AcquireDecision::Unconfirmed {
                     token: 7,
-                    retry_in: ms(50),
+                    retry_in: retry_interval(&c2),
                     why: "replicas_not_acked",
                 },
             ),
@@ -337,7 +339,7 @@ mod tests {
                 granted(7, None),
                 AcquireDecision::Unconfirmed {
                     token: 7,
-                    retry_in: ms(50),
+                    retry_in: retry_interval(&c2),
                     why: "replicas_not_acked",
                 },
             ),

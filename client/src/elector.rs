@@ -273,7 +273,13 @@ impl<T: Transport> Elector<T> {
                 } => {
                     attempt = 0;
                     unconfirmed = Some(token);
-                    self.metrics.acquire("unconfirmed");
+                    // `late`: the reply came after the stop point (typically a BLOCK that waited
+                    // longer than the stop window); `unconfirmed`: replicas did not ack.
+                    self.metrics.acquire(if why == "late_reply" {
+                        "late"
+                    } else {
+                        "unconfirmed"
+                    });
                     warn!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = why,
                         "grant not confirmed; not leading on it");
                     self.pause(retry_in).await;

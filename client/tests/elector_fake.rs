@@ -348,7 +348,7 @@ async fn grant_arriving_after_the_stop_point_is_not_used() {
     tokio::spawn(async move { e.run(task).await });
     // RTT 900 ms > ttl*0.99 - margin - stop_budget: never leads.
     assert!(!wait_for(&mut rx, TTL * 4, |l| l.is_leader()).await);
-    assert!(m.value("lease_acquire_attempts_total", &[("result", "unconfirmed")]) >= 2.0);
+    assert!(m.value("lease_acquire_attempts_total", &[("result", "late")]) >= 2.0);
     assert!(log.lock().unwrap().is_empty());
 }
 

@@ -417,7 +417,10 @@ async fn fifty_followers_reconnect_spread_by_jitter() {
 /// attached, the same elector leads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn min_replicas_needs_a_real_replica_ack() {
-    let primary = RedisServer::start(ServerOptions::default());
+    // No 5 s wait before the replica's initial sync.
+    let primary = RedisServer::start(
+        ServerOptions::default().extra_args(&["--repl-diskless-sync-delay", "0"]),
+    );
     let log: Log = Default::default();
     let ttl = Duration::from_millis(800);
     let c = cfg(&primary.url(), 0, ttl).with_min_replicas(1, Duration::from_millis(50));
@@ -445,6 +448,13 @@ async fn min_replicas_needs_a_real_replica_ack() {
         leaders(&nodes).len(),
         1,
         "renewals acked by the replica keep it leading"
+    );
+    assert_eq!(
+        log.lock().unwrap().len(),
+        1,
+        "one term only: {:?}\n{}",
+        log.lock().unwrap(),
+        nodes[0].metrics.render()
     );
     for n in nodes {
         n.handle.resign();

@@ -607,8 +607,9 @@ fn killing_the_watchdog_kills_the_whole_group() {
     );
     assert_eq!(ppid(watchdog), run.child.id() as i32);
     kill(Pid::from_raw(watchdog), Signal::SIGKILL).unwrap();
-    wait_dead(sh, Duration::from_millis(200));
-    let died = wait_dead(bg, Duration::from_millis(200));
+    // Bounds are generous for a loaded CI machine; the measured figure is printed.
+    wait_dead(sh, Duration::from_secs(1));
+    let died = wait_dead(bg, Duration::from_secs(1));
     eprintln!("watchdog killed: grandchild dead after {died:?}");
     // CMD "exited" (killed); lease-run reports it as the command's end.
     assert_eq!(run.wait(Duration::from_secs(3)), Some(128 + 9));

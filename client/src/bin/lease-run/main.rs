@@ -109,6 +109,8 @@ struct Shared {
     stopping: AtomicBool,
     /// Leadership was lost while CMD ran.
     lost: AtomicBool,
+    /// Signal to stop CMD with (the operator's, forwarded); 0 = SIGTERM.
+    forward_sig: AtomicI32,
     /// `--restart`: a lost lease is not the end.
     restart: bool,
     lost_notify: Notify,
@@ -295,9 +297,11 @@ async fn run(cli: Cli) -> i32 {
             }
             info!(signal = %sig, "signal received; stopping the command and releasing the lease");
             got_signal = Some(sig as i32);
+            // Forward the signal itself (CMD sees what the operator sent): the leader task
+            // hands it to the watchdog as the stop signal, which knows CMD's group even if we
+            // have not heard its pid yet.
+            shared.forward_sig.store(sig as i32, Ordering::SeqCst);
             shared.stopping.store(true, Ordering::SeqCst);
-            // Forward the signal itself: CMD sees what the operator sent.
-            sys::killpg(pgid, sig);
             handle.resign();
         };
         match outcome {
@@ -437,8 +441,12 @@ async fn leader_task(
                 let now = Instant::now();
                 // SIGKILL after kill_after, but in any case before the (last known) deadline.
                 let kill_at = (now + plan.kill_after).min(cur_deadline.checked_sub(plan.kill_margin).unwrap_or(now));
-                info!(token, "stopping the command (SIGTERM to its group)");
-                let _ = to_w.write_all(format!("S {}\n", sys::mono_ns_of(kill_at)).as_bytes()).await;
+                let sig = match shared.forward_sig.load(Ordering::SeqCst) {
+                    0 => Signal::SIGTERM as i32,
+                    s => s,
+                };
+                info!(token, signal = sig, "stopping the command (signal to its group)");
+                let _ = to_w.write_all(format!("S {} {sig}\n", sys::mono_ns_of(kill_at)).as_bytes()).await;
                 let _ = to_w.flush().await;
             },
         }

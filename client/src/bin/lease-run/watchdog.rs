@@ -11,7 +11,8 @@
 //! other end stays in the elector), one line each, times are absolute CLOCK_MONOTONIC ns:
 //! - `D <term_ns> <kill_ns>`: new schedule (after a renewal): SIGTERM the group at
 //!   `term_ns`, SIGKILL it at `kill_ns`.
-//! - `S <kill_ns>`: stop now: SIGTERM now, SIGKILL at `kill_ns`.
+//! - `S <kill_ns> [signo]`: stop now: signal `signo` (default SIGTERM) now, SIGKILL at
+//!   `kill_ns`.
 //! - end of file (the elector died, even by SIGKILL): SIGKILL the group now.
 //!
 //! On the same socket it reports `pid <n>` once CMD runs and `fired term|kill` when it acts on its own
@@ -123,12 +124,18 @@ pub fn main(args: Vec<OsString>) -> ! {
                     s.term_ns = *t;
                     s.kill_ns = *k;
                 }
-                (Some('S'), [k]) => {
+                (Some('S'), [k, rest @ ..]) => {
                     s.term_ns = 0;
                     s.kill_ns = s.kill_ns.min(*k);
                     // An explicit stop is not a deadline firing: do not report it as one.
+                    // The stop signal is SIGTERM unless the elector forwards another one
+                    // (the operator's SIGINT).
                     if !s.termed {
-                        sys::killpg(pgid, Signal::SIGTERM);
+                        let sig = rest
+                            .first()
+                            .and_then(|n| Signal::try_from(*n as i32).ok())
+                            .unwrap_or(Signal::SIGTERM);
+                        sys::killpg(pgid, sig);
                         s.termed = true;
                     }
                 }
