@@ -41,6 +41,11 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
             return Status::Err;
         }
     }
+    // Entry points catch panics and answer with an error; the default hook would also print
+    // a symbolized backtrace (slow, and noisy in the server's stderr) for each. One line.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("redis-lease: internal error caught: {info}")
+    }));
     // Corrupt RDB/DUMP input must surface as an IO error we check, never a server panic.
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
     let l = config::limits();

@@ -84,6 +84,10 @@ pub struct Persisted {
     pub grants: u64,
 }
 
+/// Longest remaining time a lease can legitimately carry: `lease.max-ttl` is capped at
+/// 2^31 ms. Loaded or replicated deadlines beyond it are corrupt (or hostile) input.
+pub const TTL_HARD_CAP_MS: u64 = i32::MAX as u64;
+
 /// Hard cap on a stored owner's length, independent of `lease.max-owner-len` (which can be
 /// lowered at run time and must not make existing data unloadable).
 pub const OWNER_HARD_CAP: usize = 64 * 1024;
@@ -160,18 +164,22 @@ impl Lease {
         }
     }
 
-    /// Token rule (SPEC §5): max(last + 1, wall_ms × 1000).
+    /// Token rule (SPEC §5, extended): max(last + 1, wall_ms × 1000, floor).
     /// - `last + 1` keeps tokens strictly rising on this key whatever the wall clock does.
+    /// - `floor` is one above the highest token this server process has issued, applied or
+    ///   loaded on any key. It covers what the wall-clock term cannot: a `DEL` and a new
+    ///   grant within the same millisecond would otherwise reissue the same token.
     /// - `wall_ms × 1000` keeps them rising where `last` was lost: restart without
     ///   persistence, `DEL`, promotion of a replica that missed grants. That half rests on
     ///   the one documented assumption: the wall clocks of the servers (and of this server
     ///   across a restart) do not disagree by more than the grace period, which every
     ///   such event waits out before granting.
-    fn next_token(&self, now: Now) -> Result<u64, LeaseError> {
+    fn next_token(&self, now: Now, floor: u64) -> Result<u64, LeaseError> {
         let token = self
             .token
             .saturating_add(1)
-            .max(now.wall_ms.saturating_mul(1000));
+            .max(now.wall_ms.saturating_mul(1000))
+            .max(floor);
         if token >= TOKEN_LIMIT {
             return Err(LeaseError::TokenSpaceExhausted);
         }
@@ -187,6 +195,7 @@ impl Lease {
         ttl_ms: u64,
         now: Now,
         grace_ms_left: u64,
+        floor: u64,
     ) -> Result<Acquire, LeaseError> {
         if self.is_live(now) {
             if &*self.owner == owner {
@@ -202,7 +211,7 @@ impl Lease {
         }
         // A lapsed holder (even the same owner) gets a new token: its old one may already be
         // known as stale to a resource that saw a successor.
-        let token = self.next_token(now)?;
+        let token = self.next_token(now, floor)?;
         self.owner = owner.into();
         self.token = token;
         self.expires_mono_us = now.mono_us.saturating_add(ms_to_us(ttl_ms));
@@ -258,7 +267,10 @@ impl Lease {
 
     /// Converts an absolute wall expiry into a local monotonic deadline, once.
     fn mono_deadline(expires_wall_ms: u64, now: Now) -> u64 {
-        let rem_ms = expires_wall_ms.saturating_sub(now.wall_ms);
+        // Clamped: an effect can only come from a primary whose max-ttl is below the cap.
+        let rem_ms = expires_wall_ms
+            .saturating_sub(now.wall_ms)
+            .min(TTL_HARD_CAP_MS);
         now.mono_us.saturating_add(ms_to_us(rem_ms))
     }
 
@@ -336,7 +348,8 @@ impl Lease {
             grants: p.grants,
         };
         if let Some((owner, wall)) = p.held {
-            if owner.is_empty() || owner.len() > OWNER_HARD_CAP || p.token == 0 {
+            let too_far = wall.saturating_sub(now.wall_ms) > TTL_HARD_CAP_MS;
+            if owner.is_empty() || owner.len() > OWNER_HARD_CAP || p.token == 0 || too_far {
                 return None;
             }
             lease.owner = owner.into_boxed_slice();
@@ -486,7 +499,7 @@ mod tests {
                     Acq(o, ttl) | AcqGrace(o, ttl, _) => {
                         let g = if let AcqGrace(_, _, g) = op { *g } else { 0 };
                         lease.expire_due(now);
-                        match lease.acquire(o.as_bytes(), *ttl, now, g).unwrap() {
+                        match lease.acquire(o.as_bytes(), *ttl, now, g, 0).unwrap() {
                             Acquire::Granted { token } => {
                                 assert!(token > live_token, "{name}: token did not rise");
                                 live_token = token;
@@ -515,25 +528,26 @@ mod tests {
     #[test]
     fn tokens_rise_across_release_expiry_and_loss_of_state() {
         let mut l = Lease::new();
-        let Acquire::Granted { token: t1 } = l.acquire(b"a", 100, at(0), 0).unwrap() else {
+        let Acquire::Granted { token: t1 } = l.acquire(b"a", 100, at(0), 0, 0).unwrap() else {
             panic!()
         };
         assert!((WALL0 * 1000..TOKEN_LIMIT).contains(&t1));
         assert!(l.release(b"a", t1, at(0)));
         // Same millisecond, wall clock unchanged: last + 1 still rises.
-        let Acquire::Granted { token: t2 } = l.acquire(b"b", 100, at(0), 0).unwrap() else {
+        let Acquire::Granted { token: t2 } = l.acquire(b"b", 100, at(0), 0, 0).unwrap() else {
             panic!()
         };
         assert_eq!(t2, t1 + 1);
         // Expiry then grant.
         assert_eq!(l.expire_due(at(200)), Some(t2));
-        let Acquire::Granted { token: t3 } = l.acquire(b"c", 100, at(200), 0).unwrap() else {
+        let Acquire::Granted { token: t3 } = l.acquire(b"c", 100, at(200), 0, 0).unwrap() else {
             panic!()
         };
         assert!(t3 > t2);
         // Wall clock stepped back an hour: last + 1 wins.
-        let Acquire::Granted { token: t4 } =
-            l.acquire(b"d", 100, stepped(400, -3_600_000), 0).unwrap()
+        let Acquire::Granted { token: t4 } = l
+            .acquire(b"d", 100, stepped(400, -3_600_000), 0, 0)
+            .unwrap()
         else {
             panic!()
         };
@@ -541,10 +555,31 @@ mod tests {
         // State lost (DEL, restart without persistence): a fresh lease one second later in
         // wall time still issues a larger token.
         let mut fresh = Lease::new();
-        let Acquire::Granted { token: t5 } = fresh.acquire(b"e", 100, at(1400), 0).unwrap() else {
+        let Acquire::Granted { token: t5 } = fresh.acquire(b"e", 100, at(1400), 0, 0).unwrap()
+        else {
             panic!()
         };
         assert!(t5 > t4);
+    }
+
+    #[test]
+    fn floor_keeps_tokens_unique_when_history_is_lost_within_a_millisecond() {
+        let mut a = Lease::new();
+        let Acquire::Granted { token: t1 } = a.acquire(b"a", 100, at(0), 0, 0).unwrap() else {
+            panic!()
+        };
+        // The key is deleted and recreated in the same millisecond: without the process-wide
+        // floor the wall-clock term alone would reissue t1.
+        let mut b = Lease::new();
+        let Acquire::Granted { token: t2 } = b.acquire(b"b", 100, at(0), 0, 0).unwrap() else {
+            panic!()
+        };
+        assert_eq!(t2, t1, "this is the hazard the floor exists for");
+        let mut c = Lease::new();
+        let Acquire::Granted { token: t3 } = c.acquire(b"c", 100, at(0), 0, t1 + 1).unwrap() else {
+            panic!()
+        };
+        assert!(t3 > t1);
     }
 
     #[test]
@@ -559,7 +594,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            l.acquire(b"a", 10, at(0), 0),
+            l.acquire(b"a", 10, at(0), 0, 0),
             Err(LeaseError::TokenSpaceExhausted)
         );
         assert!(!l.is_held());
@@ -568,7 +603,7 @@ mod tests {
     #[test]
     fn wall_clock_steps_neither_end_nor_extend_a_live_lease() {
         let mut l = Lease::new();
-        let Acquire::Granted { token } = l.acquire(b"a", 1000, at(0), 0).unwrap() else {
+        let Acquire::Granted { token } = l.acquire(b"a", 1000, at(0), 0, 0).unwrap() else {
             panic!()
         };
         // +1 h and -1 h on the wall clock at 500 ms: still live, 500 ms left.
@@ -583,7 +618,7 @@ mod tests {
     #[test]
     fn effects_round_trip_through_a_replica_clock() {
         let mut primary = Lease::new();
-        primary.acquire(b"owner-1", 3000, at(0), 0).unwrap();
+        primary.acquire(b"owner-1", 3000, at(0), 0, 0).unwrap();
         let eff = primary.effect(at(0));
         assert_eq!(
             eff,
@@ -623,7 +658,7 @@ mod tests {
     #[test]
     fn persisted_round_trip_and_rejection() {
         let mut l = Lease::new();
-        l.acquire(b"x", 5000, at(0), 0).unwrap();
+        l.acquire(b"x", 5000, at(0), 0, 0).unwrap();
         let p = l.to_persisted(at(1000));
         assert_eq!(p.held, Some((b"x".to_vec(), WALL0 + 5000)));
         // Loaded 2 s later in wall time on a server whose monotonic clock restarted at 0.
@@ -689,7 +724,7 @@ mod tests {
     #[test]
     fn memory_usage_is_small() {
         let mut l = Lease::new();
-        l.acquire(&[b'o'; 27], 100, at(0), 0).unwrap();
+        l.acquire(&[b'o'; 27], 100, at(0), 0, 0).unwrap();
         assert!(l.mem_usage() <= 40 + 27, "{}", l.mem_usage());
     }
 }

@@ -78,7 +78,9 @@ pub fn try_acquire(
     let outcome = match lease_at(&key)? {
         Some(lease) => {
             expire_lazily(ctx, key_ptr, lease, now);
-            let out = lease.acquire(owner, ttl_ms, now, grace).map_err(fail)?;
+            let out = lease
+                .acquire(owner, ttl_ms, now, grace, runtime::token_floor())
+                .map_err(fail)?;
             if matches!(out, Acquire::Granted { .. } | Acquire::Refreshed { .. }) {
                 runtime::on_held(ctx, key_ptr, lease, now);
             }
@@ -86,7 +88,9 @@ pub fn try_acquire(
         }
         None => {
             let mut lease = Lease::new();
-            let out = lease.acquire(owner, ttl_ms, now, grace).map_err(fail)?;
+            let out = lease
+                .acquire(owner, ttl_ms, now, grace, runtime::token_floor())
+                .map_err(fail)?;
             let granted = matches!(out, Acquire::Granted { .. });
             if granted || keep_key {
                 let effect = lease.effect(now);
@@ -103,7 +107,8 @@ pub fn try_acquire(
         }
     };
     match outcome {
-        Acquire::Granted { .. } => {
+        Acquire::Granted { token } => {
+            runtime::observe_token(token);
             bump(&COUNTERS.acquired);
             ffi::notify(ctx.ctx, ffi::EV_ACQUIRED, key_ptr);
         }
@@ -506,6 +511,9 @@ pub fn apply(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         let now = ffi::now();
         let key_ptr = args[1].inner;
         let key = RedisKeyWritable::open_with_redis_string(ctx.ctx, key_ptr);
+        runtime::observe_token(match &eff {
+            Effect::Hold { token, .. } | Effect::Free { token } => *token,
+        });
         match lease_at(&key)? {
             Some(lease) => lease.apply(&eff, now),
             None => {

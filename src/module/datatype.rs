@@ -97,7 +97,10 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
         _ => None,
     }));
     match loaded {
-        Ok(Some(lease)) => Box::into_raw(Box::new(lease)).cast::<c_void>(),
+        Ok(Some(lease)) => {
+            super::runtime::observe_token(lease.last_token());
+            Box::into_raw(Box::new(lease)).cast::<c_void>()
+        }
         _ => std::ptr::null_mut(),
     }
 }

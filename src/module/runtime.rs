@@ -74,9 +74,22 @@ lazy_static::lazy_static! {
     static ref WAITERS: Mutex<HashMap<KeyId, usize>> = Mutex::new(HashMap::new());
     static ref GRACE_TIMER: Mutex<Option<RedisModuleTimerID>> = Mutex::new(None);
 }
+const MAX_TIMER_MS: u64 = 86_400_000;
 static TIMER_GEN: AtomicU64 = AtomicU64::new(0);
 /// Monotonic µs at which the current grace period started (module load or promotion).
 static GRACE_START_US: AtomicU64 = AtomicU64::new(0);
+
+/// Highest token this process has issued, applied from its primary, or loaded: the next
+/// grant on any key is above it (see `Lease::next_token`).
+static TOKEN_WATERMARK: AtomicU64 = AtomicU64::new(0);
+
+pub fn token_floor() -> u64 {
+    TOKEN_WATERMARK.load(Ordering::Relaxed).saturating_add(1)
+}
+
+pub fn observe_token(token: u64) {
+    TOKEN_WATERMARK.fetch_max(token, Ordering::Relaxed);
+}
 
 pub fn is_primary(ctx: &Context) -> bool {
     ctx.get_flags().contains(ContextFlags::MASTER)
@@ -207,8 +220,12 @@ pub fn ensure_timer(ctx: &Context, db: i32, key: &[u8], deadline_mono_us: u64, n
         let _ = ctx.stop_timer::<TimerData>(a.id);
     }
     // Round up: firing a little late costs at most a millisecond of wake-up latency, firing
-    // early only costs a re-arm.
-    let delay_ms = deadline_mono_us.saturating_sub(now.mono_us).div_ceil(1000);
+    // early only costs a re-arm. Capped (a day) so no input can overflow the timer API; a
+    // farther deadline is simply re-armed when the timer fires.
+    let delay_ms = deadline_mono_us
+        .saturating_sub(now.mono_us)
+        .div_ceil(1000)
+        .min(MAX_TIMER_MS);
     let gen = TIMER_GEN.fetch_add(1, Ordering::Relaxed);
     let data = TimerData {
         db,
@@ -220,7 +237,7 @@ pub fn ensure_timer(ctx: &Context, db: i32, key: &[u8], deadline_mono_us: u64, n
         id,
         Armed {
             id: tid,
-            fire_mono_us: now.mono_us + delay_ms * 1000,
+            fire_mono_us: now.mono_us.saturating_add(delay_ms * 1000),
             gen,
         },
     );

@@ -146,6 +146,11 @@ impl RedisServer {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
+    /// The server's stdout/stderr (the module reports caught panics there).
+    pub fn stdio(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stdio.log")).unwrap_or_default()
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }

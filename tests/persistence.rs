@@ -1,0 +1,352 @@
+//! The data type across DEBUG RELOAD, AOF rewrite + restart, DUMP/RESTORE, COPY, RENAME,
+//! DEL and restarts without persistence; and hostile RESTORE payloads that carry a valid
+//! CRC64, so they reach the module's loader, never crash the server.
+
+mod common;
+use common::*;
+use std::time::{Duration, Instant};
+
+fn info_of(c: &mut Con, key: &str) -> Vec<redis::Value> {
+    redis::cmd("LEASE.INFO").arg(key).query(c).unwrap()
+}
+
+fn last_token(c: &mut Con, key: &str) -> u64 {
+    let v = info_of(c, key);
+    redis::from_redis_value(v[9].clone()).unwrap()
+}
+
+#[test]
+fn debug_reload_keeps_holders_tokens_and_timers() {
+    let s = start();
+    let mut c = s.connection();
+    let held = acquire(&mut c, "held", "a", 20000).unwrap();
+    let freed = acquire(&mut c, "freed", "b", 20000).unwrap();
+    let _: i64 = redis::cmd("LEASE.RELEASE")
+        .arg("freed")
+        .arg("b")
+        .arg(freed)
+        .query(&mut c)
+        .unwrap();
+    acquire(&mut c, "short", "s", 400).unwrap();
+    let before = snapshot(&mut c, "held");
+    redis::cmd("DEBUG")
+        .arg("RELOAD")
+        .query::<()>(&mut c)
+        .unwrap();
+    assert_eq!(snapshot(&mut c, "held"), before);
+    let (owner, token, pttl) = get(&mut c, "held").unwrap();
+    assert_eq!((owner.as_slice(), token), (&b"a"[..], held));
+    assert!(pttl <= 20000 && pttl > 15000, "{pttl}");
+    assert_eq!(get(&mut c, "freed"), None);
+    assert_eq!(last_token(&mut c, "freed"), freed);
+    assert!(acquire(&mut c, "freed", "c", 1000).unwrap() > freed);
+    // The reloaded short lease still expires on time and wakes a blocked acquirer.
+    let t0 = Instant::now();
+    let got: Option<u64> = redis::cmd("LEASE.ACQUIRE")
+        .arg("short")
+        .arg("w")
+        .arg(1000)
+        .arg("BLOCK")
+        .arg(5000)
+        .query(&mut c)
+        .unwrap();
+    assert!(got.is_some(), "waiter woken at expiry after reload");
+    assert!(
+        t0.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn aof_rewrite_and_restart_restore_the_same_state() {
+    let opts =
+        ServerOptions::default().extra_args(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let mut s = RedisServer::start(opts);
+    let mut c = s.connection();
+    let a = acquire(&mut c, "a", "owner-a", 25000).unwrap();
+    let b = acquire(&mut c, "b", "owner-b", 25000).unwrap();
+    let _: i64 = redis::cmd("LEASE.RELEASE")
+        .arg("b")
+        .arg("owner-b")
+        .arg(b)
+        .query(&mut c)
+        .unwrap();
+    redis::cmd("BGREWRITEAOF").query::<()>(&mut c).unwrap();
+    wait_for(Duration::from_secs(10), || {
+        let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+        (info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0"))
+            .then_some(())
+    })
+    .expect("rewrite finishes");
+    // Changes after the rewrite land in the incremental AOF.
+    let r: i64 = redis::cmd("LEASE.RENEW")
+        .arg("a")
+        .arg("owner-a")
+        .arg(a)
+        .arg(25000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, 1);
+    let c2 = acquire(&mut c, "c", "owner-c", 25000).unwrap();
+    let before: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|k| snapshot(&mut c, k))
+        .collect();
+    s.kill(); // kill -9: appendfsync always means nothing acknowledged is lost
+    s.restart();
+    let mut c = s.connection();
+    let after: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|k| snapshot(&mut c, k))
+        .collect();
+    assert_eq!(after, before);
+    assert_eq!(get(&mut c, "a").map(|g| g.1), Some(a));
+    assert_eq!(get(&mut c, "c").map(|g| g.1), Some(c2));
+    assert_eq!(get(&mut c, "b"), None);
+    assert!(
+        acquire(&mut c, "b", "x", 1000).unwrap() > b,
+        "tokens rise across AOF restart"
+    );
+}
+
+#[test]
+fn dump_restore_copy_rename_and_memory() {
+    let s = start();
+    let mut c = s.connection();
+    let owner = "o".repeat(27);
+    let t = acquire(&mut c, "k", &owner, 20000).unwrap();
+    let mem: i64 = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg("k")
+        .query(&mut c)
+        .unwrap();
+    println!("MEMORY USAGE of one lease with a 27-byte owner: {mem} bytes");
+    assert!(mem <= 100, "{mem}");
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("k").query(&mut c).unwrap();
+    redis::cmd("RESTORE")
+        .arg("k2")
+        .arg(0)
+        .arg(&payload)
+        .query::<()>(&mut c)
+        .unwrap();
+    assert_eq!(
+        get(&mut c, "k2").map(|g| (g.0, g.1)),
+        Some((owner.clone().into_bytes(), t))
+    );
+    redis::cmd("COPY")
+        .arg("k")
+        .arg("k3")
+        .query::<()>(&mut c)
+        .unwrap();
+    assert_eq!(get(&mut c, "k3").map(|g| g.1), Some(t));
+    redis::cmd("RENAME")
+        .arg("k3")
+        .arg("k4")
+        .query::<()>(&mut c)
+        .unwrap();
+    assert_eq!(get(&mut c, "k4").map(|g| g.1), Some(t));
+    assert_eq!(get(&mut c, "k3"), None);
+    let ty: String = redis::cmd("TYPE").arg("k4").query(&mut c).unwrap();
+    assert_eq!(ty, "leasetype");
+    // No native TTL on lease keys.
+    let ttl: i64 = redis::cmd("PTTL").arg("k").query(&mut c).unwrap();
+    assert_eq!(ttl, -1);
+}
+
+#[test]
+fn renamed_lease_still_expires_on_time_for_waiters() {
+    let s = start();
+    let mut c = s.connection();
+    acquire(&mut c, "old", "a", 300).unwrap();
+    redis::cmd("RENAME")
+        .arg("old")
+        .arg("new")
+        .query::<()>(&mut c)
+        .unwrap();
+    let t0 = Instant::now();
+    let got: Option<u64> = redis::cmd("LEASE.ACQUIRE")
+        .arg("new")
+        .arg("w")
+        .arg(1000)
+        .arg("BLOCK")
+        .arg(5000)
+        .query(&mut c)
+        .unwrap();
+    assert!(got.is_some());
+    assert!(
+        t0.elapsed() < Duration::from_millis(1000),
+        "woken late: {:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn tokens_rise_across_del_and_restart_without_persistence() {
+    let mut s = start();
+    let mut c = s.connection();
+    let t1 = acquire(&mut c, "k", "a", 20000).unwrap();
+    redis::cmd("DEL").arg("k").query::<()>(&mut c).unwrap();
+    let t2 = acquire(&mut c, "k", "b", 20000).unwrap();
+    assert!(
+        t2 > t1,
+        "DEL loses the history; the wall-clock floor keeps tokens rising"
+    );
+    s.kill();
+    s.restart();
+    let mut c = s.connection();
+    assert_eq!(get(&mut c, "k"), None, "no persistence: the lease is gone");
+    let t3 = acquire(&mut c, "k", "c", 20000).unwrap();
+    assert!(
+        t3 > t2,
+        "restart without persistence: {t3} must exceed {t2}"
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// Hostile RESTORE payloads
+
+/// CRC-64/Jones as Redis computes the DUMP trailer (reflected, poly 0xad93d23594c935a9).
+fn crc64(data: &[u8]) -> u64 {
+    const POLY_REFLECTED: u64 = 0x95AC_9329_AC4B_C9B5;
+    let mut crc = 0u64;
+    for &b in data {
+        crc ^= u64::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ POLY_REFLECTED
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    crc
+}
+
+/// Replaces the trailer so the server's CRC check passes and the loader sees the bytes.
+fn with_crc(body: &[u8]) -> Vec<u8> {
+    let mut v = body.to_vec();
+    v.extend_from_slice(&crc64(body).to_le_bytes());
+    v
+}
+
+/// Tiny deterministic PRNG (xorshift) so a failure names its seed.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+#[test]
+fn corrupt_restore_payloads_with_valid_crc_never_crash() {
+    let mut s = start();
+    let mut c = s.connection();
+    acquire(&mut c, "src", "owner-with-some-length", 20000).unwrap();
+    let good: Vec<u8> = redis::cmd("DUMP").arg("src").query(&mut c).unwrap();
+    let n = good.len();
+    let (body, trailer) = good.split_at(n - 8);
+    assert_eq!(
+        crc64(body).to_le_bytes(),
+        trailer,
+        "our CRC64 matches the server's"
+    );
+    // Layout: [type][module id ...][opcodes + values ...][EOF][rdb version: 2][crc: 8].
+    let data_end = body.len() - 2;
+    let version = &body[data_end..];
+    let mut rng = Rng(0x5eed_1ea5e);
+    let mut accepted = 0;
+    let mut rejected = 0;
+    let mut cases: Vec<Vec<u8>> = vec![];
+    // Truncations at every position (the version bytes kept so the loader runs).
+    for cut in 1..data_end {
+        let mut b = body[..cut].to_vec();
+        b.extend_from_slice(version);
+        cases.push(b);
+    }
+    // Random byte flips and insertions inside the value, 1500 of them.
+    for _ in 0..1500 {
+        let mut b = body[..data_end].to_vec();
+        for _ in 0..=rng.below(3) {
+            let i = 1 + rng.below(b.len() - 1);
+            match rng.below(3) {
+                0 => b[i] ^= 1 << rng.below(8),
+                1 => b[i] = rng.next() as u8,
+                _ => b.insert(i, rng.next() as u8),
+            }
+        }
+        b.extend_from_slice(version);
+        cases.push(b);
+    }
+    for (i, b) in cases.iter().enumerate() {
+        let key = format!("r{i}");
+        let r: redis::RedisResult<()> = redis::cmd("RESTORE")
+            .arg(&key)
+            .arg(0)
+            .arg(with_crc(b))
+            .query(&mut c);
+        match r {
+            Ok(()) => {
+                accepted += 1;
+                // Whatever was accepted must be a sane lease: readable, token < 2^53.
+                if let Ok(Some((_, tok, _))) =
+                    redis::cmd("LEASE.GET")
+                        .arg(&key)
+                        .query::<Option<(Vec<u8>, u64, u64)>>(&mut c)
+                {
+                    assert!(tok > 0 && tok < (1 << 53));
+                }
+            }
+            Err(_) => rejected += 1,
+        }
+        if i % 100 == 0 {
+            ping(&mut c);
+        }
+    }
+    println!("hostile RESTORE payloads: {} tried, {accepted} accepted as valid leases, {rejected} rejected", cases.len());
+    assert!(
+        rejected > cases.len() / 2,
+        "most corruptions must be refused"
+    );
+    assert!(
+        !s.stdio().contains("internal error"),
+        "no panic, even caught: {}",
+        s.stdio()
+    );
+    ping(&mut c);
+    s.assert_alive();
+}
+
+#[test]
+fn restore_refuses_an_unknown_encoding_version() {
+    let mut s = start();
+    let mut c = s.connection();
+    acquire(&mut c, "src", "a", 20000).unwrap();
+    let good: Vec<u8> = redis::cmd("DUMP").arg("src").query(&mut c).unwrap();
+    let body = &good[..good.len() - 8];
+    // The module id (after the type byte, as an RDB 64-bit length: 0x81 + 8 bytes big
+    // endian) carries the encoding version in its low 10 bits.
+    assert_eq!(body[1], 0x81, "module id encoding");
+    let mut b = body.to_vec();
+    let id = u64::from_be_bytes(b[2..10].try_into().unwrap());
+    assert_eq!(id & 1023, 1, "encoding version 1");
+    b[2..10].copy_from_slice(&((id & !1023) | 2).to_be_bytes());
+    let r: redis::RedisResult<()> = redis::cmd("RESTORE")
+        .arg("v2")
+        .arg(0)
+        .arg(with_crc(&b))
+        .query(&mut c);
+    assert!(
+        r.is_err(),
+        "a version-2 payload must be refused by a version-1 loader"
+    );
+    assert_eq!(get(&mut c, "v2"), None);
+    ping(&mut c);
+    s.assert_alive();
+}
