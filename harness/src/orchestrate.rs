@@ -98,6 +98,8 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     if !["safe", "ignore-deadline"].contains(&elector_mode.as_str()) {
         return Err(format!("unknown --elector-mode {elector_mode}"));
     }
+    // Absolute: redis-server changes into its --dir before loading modules.
+    let module = std::fs::canonicalize(&module).unwrap_or(module);
     if !module.exists() {
         return Err(format!(
             "module not found at {} (cargo build -p redis-lease, or --module)",
