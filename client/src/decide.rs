@@ -1,6 +1,6 @@
 //! The election loop's decisions as plain functions of `(config, times, reply)`. No I/O and no
 //! clock reads: every instant is passed in, so each rule is unit-tested with a table of cases.
-//! The async loop in [`crate::elector`] only executes what these functions return.
+//! The async loop ([`crate::Elector::run`]) only executes what these functions return.
 
 use std::time::Duration;
 
