@@ -125,8 +125,11 @@ impl ElectorConfig {
         if self.owner.is_empty() || self.owner.len() > 256 {
             return bad("owner must be 1..=256 bytes");
         }
-        if self.ttl < Duration::from_millis(1) || self.ttl.as_millis() >= (1u128 << 53) {
+        if self.ttl < Duration::from_millis(1) {
             return bad("ttl must be at least 1 ms");
+        }
+        if self.ttl.as_millis() >= (1u128 << 53) {
+            return bad("ttl is too large");
         }
         if !(0.0..0.5).contains(&self.drift) {
             return bad("drift must be in [0, 0.5)");

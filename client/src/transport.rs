@@ -96,7 +96,8 @@ fn ms(d: Duration) -> u64 {
 impl RedisTransport {
     pub fn new(redis_url: &str, connect_timeout: Duration) -> Result<Self, LeaseError> {
         let client = redis::Client::open(redis_url)
-            .map_err(|e| LeaseError::Config(format!("redis url {redis_url:?}: {e}")))?;
+            // Not echoing the URL: it may carry a password.
+            .map_err(|e| LeaseError::Config(format!("invalid redis url: {e}")))?;
         Ok(RedisTransport {
             client,
             conn: None,
