@@ -129,6 +129,10 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         faketime_server,
     };
     std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
+    // Absolute: redis-server resolves --dir and --logfile after changing directory.
+    let mut cfg = cfg;
+    cfg.out = std::fs::canonicalize(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
+    let cfg = cfg;
     println!(
         "chaos: runs={} electors={} seconds={} ttl_ms={} grace_ms={} seed={} faults={} mode={} fence={} out={}",
         cfg.runs,
