@@ -87,3 +87,136 @@ pub fn ping(con: &mut Con) {
     let p: String = redis::cmd("PING").query(con).expect("server must stay up");
     assert_eq!(p, "PONG");
 }
+
+// ---------------------------------------------------------------------------------------
+// Replication helpers (tests/replication.rs, tests/failover.rs, tests/cluster.rs)
+
+/// `INFO <section>` as text.
+pub fn info_text(con: &mut Con, section: &str) -> String {
+    redis::cmd("INFO").arg(section).query(con).expect("info")
+}
+
+/// One `name:value` field of an INFO text.
+pub fn info_value(info: &str, name: &str) -> Option<String> {
+    let prefix = format!("{name}:");
+    info.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().to_string())
+}
+
+/// Options for a primary that serves replicas: the full sync starts at once (Redis' default
+/// diskless sync waits 5 s for more replicas to join).
+pub fn primary_opts(module_args: &[&str]) -> ServerOptions {
+    ServerOptions::default()
+        .module_args(module_args)
+        .extra_args(&["--repl-diskless-sync-delay", "0"])
+}
+
+/// Starts a replica of `primary` and waits (bounded) until its link is up and the primary
+/// counts it as online.
+pub fn start_replica(primary: &RedisServer, module_args: &[&str]) -> RedisServer {
+    let port = primary.port.to_string();
+    let r = RedisServer::start(
+        ServerOptions::default()
+            .module_args(module_args)
+            .extra_args(&["--replicaof", "127.0.0.1", &port]),
+    );
+    wait_link_up(primary, &r);
+    r
+}
+
+/// Bounded wait until `replica` has finished its sync with `primary`.
+pub fn wait_link_up(primary: &RedisServer, replica: &RedisServer) {
+    let mut rc = replica.connection();
+    let mut pc = primary.connection();
+    let rport = format!("port={},state=online", replica.port);
+    wait_for(Duration::from_secs(15), || {
+        let ri = info_text(&mut rc, "replication");
+        let pi = info_text(&mut pc, "replication");
+        (info_value(&ri, "master_link_status").as_deref() == Some("up") && pi.contains(&rport))
+            .then_some(())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "replica did not sync; replica log:\n{}\nprimary log:\n{}",
+            replica.log(),
+            primary.log()
+        )
+    });
+}
+
+/// `WAIT n timeout_ms`: how many replicas acknowledged every write so far.
+pub fn wait_acks(con: &mut Con, n: u64, timeout_ms: u64) -> i64 {
+    redis::cmd("WAIT")
+        .arg(n)
+        .arg(timeout_ms)
+        .query(con)
+        .expect("WAIT")
+}
+
+/// `DEBUG DIGEST-VALUE key` (owner, token, held flag; not the running clock).
+pub fn digest(con: &mut Con, key: &str) -> String {
+    let d: Vec<String> = redis::cmd("DEBUG")
+        .arg("DIGEST-VALUE")
+        .arg(key)
+        .query(con)
+        .expect("digest");
+    d.concat()
+}
+
+/// `LEASE.INFO key` as (live, last_token, grants), or None for no key.
+pub fn lease_info(con: &mut Con, key: &str) -> Option<(i64, u64, u64)> {
+    let v: Option<Vec<redis::Value>> = redis::cmd("LEASE.INFO")
+        .arg(key)
+        .query(con)
+        .expect("lease.info");
+    let v = v?;
+    let int = |i: usize| -> i64 { redis::from_redis_value(v[i].clone()).expect("int field") };
+    Some((int(1), int(9) as u64, int(11) as u64))
+}
+
+/// A `MONITOR` feed read on a background thread; `text()` is everything seen so far.
+pub struct Monitor {
+    seen: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Monitor {
+    pub fn start(server: &RedisServer) -> Monitor {
+        use std::io::{BufRead, BufReader, Write};
+        let mut sock =
+            std::net::TcpStream::connect(("127.0.0.1", server.port)).expect("monitor connect");
+        sock.write_all(b"MONITOR\r\n").expect("monitor");
+        let mut reader = BufReader::new(sock);
+        let mut first = String::new();
+        reader.read_line(&mut first).expect("monitor reply");
+        assert_eq!(first.trim_end(), "+OK", "MONITOR refused");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let out = seen.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            // Ends when the server goes away (the guard kills it at the end of the test).
+            while matches!(reader.read_line(&mut line), Ok(n) if n > 0) {
+                out.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push_str(&line);
+                line.clear();
+            }
+        });
+        Monitor { seen }
+    }
+
+    pub fn text(&self) -> String {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Bounded wait until the feed contains `needle`; panics with the feed otherwise.
+    pub fn wait_for(&self, needle: &str) {
+        if wait_for(Duration::from_secs(5), || {
+            self.text().contains(needle).then_some(())
+        })
+        .is_none()
+        {
+            panic!("MONITOR never showed {needle}; feed:\n{}", self.text());
+        }
+    }
+}

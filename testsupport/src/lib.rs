@@ -61,6 +61,8 @@ pub struct RedisServer {
     pub opts: ServerOptions,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// Binary for this server when not `server_bin()` (see `start_with_bin`).
+    bin: Option<String>,
 }
 
 /// Binary under test.
@@ -113,6 +115,17 @@ impl RedisServer {
     /// Start a server; retries on a fresh port a few times (port races), then panics with
     /// every attempt's log.
     pub fn start(opts: ServerOptions) -> RedisServer {
+        Self::start_inner(None, opts)
+    }
+
+    /// Like `start`, but runs `bin` instead of `REDIS_SERVER_BIN` (and keeps it across
+    /// `restart`): for tests that need one particular server whatever the suite runs on
+    /// (libfaketime works only with some builds).
+    pub fn start_with_bin(bin: &str, opts: ServerOptions) -> RedisServer {
+        Self::start_inner(Some(bin.to_string()), opts)
+    }
+
+    fn start_inner(bin: Option<String>, opts: ServerOptions) -> RedisServer {
         let mut errs = vec![];
         for _ in 0..5 {
             let dir = tempfile::Builder::new()
@@ -125,6 +138,7 @@ impl RedisServer {
                 opts: opts.clone(),
                 dir,
                 child: None,
+                bin: bin.clone(),
             };
             match s.spawn() {
                 Ok(()) => return s,
@@ -161,7 +175,7 @@ impl RedisServer {
 
     /// Command line for this server (exposed so tests can assert on it in failures).
     fn command(&self) -> Command {
-        let mut cmd = Command::new(server_bin());
+        let mut cmd = Command::new(self.bin.clone().unwrap_or_else(server_bin));
         cmd.arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")
@@ -195,10 +209,10 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) -> Result<(), String> {
-        let child = self
-            .command()
-            .spawn()
-            .map_err(|e| format!("spawn {}: {e}", server_bin()))?;
+        let child = self.command().spawn().map_err(|e| {
+            let bin = self.bin.clone().unwrap_or_else(server_bin);
+            format!("spawn {bin}: {e}")
+        })?;
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

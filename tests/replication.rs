@@ -1,0 +1,254 @@
+//! Replication (SPEC §6): replicas receive the primary's decisions as `LEASE.APPLY` effects
+//! and end in the same state after every command; expiry is judged on the primary and
+//! reaches the replica as a `FREE` effect; `WAIT` and `min-replicas-to-write` apply to lease
+//! commands; the effect command cannot be forged by a client (plain, MULTI, Lua, functions).
+//!
+//! Every wait is bounded; the replica's state is read only after `WAIT 1` confirmed it.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+/// Asserts the replica holds exactly what the primary holds for `key`: the same holder and
+/// token, the same remaining time within a small skew (the replica converted the absolute
+/// expiry to its own monotonic deadline on receipt), the same digest and token history.
+fn assert_same(p: &mut Con, r: &mut Con, key: &str, step: &str) {
+    let (gp, gr) = (get(p, key), get(r, key));
+    match (&gp, &gr) {
+        (None, None) => {}
+        (Some((po, pt, pp)), Some((ro, rt, rp))) => {
+            assert_eq!((po, pt), (ro, rt), "{step}: holder differs");
+            assert!(
+                pp.abs_diff(*rp) <= 100,
+                "{step}: pttl primary {pp} vs replica {rp}"
+            );
+        }
+        _ => panic!("{step}: primary {gp:?} vs replica {gr:?}"),
+    }
+    assert_eq!(digest(p, key), digest(r, key), "{step}: DEBUG DIGEST-VALUE");
+    assert_eq!(lease_info(p, key), lease_info(r, key), "{step}: LEASE.INFO");
+}
+
+fn renew(c: &mut Con, key: &str, owner: &str, token: u64, ttl: u64) -> i64 {
+    redis::cmd("LEASE.RENEW")
+        .arg(key)
+        .arg(owner)
+        .arg(token)
+        .arg(ttl)
+        .query(c)
+        .expect("renew")
+}
+
+fn release(c: &mut Con, key: &str, owner: &str, token: u64) -> i64 {
+    redis::cmd("LEASE.RELEASE")
+        .arg(key)
+        .arg(owner)
+        .arg(token)
+        .query(c)
+        .expect("release")
+}
+
+/// Would catch: a command not replicated at all (replica differs), replicated as the
+/// command itself (MONITOR shows LEASE.ACQUIRE/RENEW/RELEASE, which a replica re-judges
+/// against its own clock), a refresh/renew that does not carry the new expiry, a release or
+/// expiry that does not reach the replica, or a replica that loses the token history.
+#[test]
+fn replica_applies_effects_and_matches_the_primary_after_each_command() {
+    let p = RedisServer::start(primary_opts(&["lease.grace-ms", "0"]));
+    let r = start_replica(&p, &["lease.grace-ms", "0"]);
+    let (mut pc, mut rc) = (p.connection(), r.connection());
+    let mon = Monitor::start(&r);
+
+    let t1 = acquire(&mut pc, "k", "alpha", 5000).expect("grant");
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    assert_same(&mut pc, &mut rc, "k", "grant");
+
+    // Same owner again: refresh keeps the token, the replica gets the later expiry.
+    assert_eq!(acquire(&mut pc, "k", "alpha", 9000), Some(t1));
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    assert_same(&mut pc, &mut rc, "k", "refresh");
+    assert!(
+        get(&mut rc, "k").expect("held").2 > 5000,
+        "refresh replicated"
+    );
+
+    assert_eq!(renew(&mut pc, "k", "alpha", t1, 7000), 1);
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    assert_same(&mut pc, &mut rc, "k", "renew");
+    let pttl = get(&mut rc, "k").expect("held").2;
+    assert!((6500..=7000).contains(&pttl), "renew replicated: {pttl}");
+
+    // A refused renew (wrong token) and a contended acquire change nothing and replicate
+    // nothing.
+    assert_eq!(renew(&mut pc, "k", "alpha", t1 + 1, 7000), 0);
+    assert_eq!(acquire(&mut pc, "k", "beta", 1000), None);
+
+    assert_eq!(release(&mut pc, "k", "alpha", t1), 1);
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    assert_same(&mut pc, &mut rc, "k", "release");
+    assert_eq!(get(&mut rc, "k"), None);
+
+    // A short lease that expires on the primary: the replica learns it from a FREE effect.
+    let t2 = acquire(&mut pc, "k", "beta", 300).expect("grant after release");
+    assert!(t2 > t1);
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    assert_same(&mut pc, &mut rc, "k", "second grant");
+    mon.wait_for(&format!("\"LEASE.APPLY\" \"k\" \"FREE\" \"{t2}\""));
+    assert_eq!(
+        info_field(&mut pc, "expired"),
+        1,
+        "expiry judged on the primary"
+    );
+    assert_eq!(
+        info_field(&mut rc, "expired"),
+        0,
+        "the replica never judges expiry"
+    );
+    assert_same(&mut pc, &mut rc, "k", "expiry");
+    assert_eq!(lease_info(&mut rc, "k"), Some((0, t2, 2)));
+
+    let feed = mon.text();
+    for effect in [
+        format!("\"LEASE.APPLY\" \"k\" \"HOLD\" \"alpha\" \"{t1}\""),
+        format!("\"LEASE.APPLY\" \"k\" \"FREE\" \"{t1}\""),
+        format!("\"LEASE.APPLY\" \"k\" \"HOLD\" \"beta\" \"{t2}\""),
+    ] {
+        assert!(feed.contains(&effect), "missing {effect} in:\n{feed}");
+    }
+    // grant, refresh, renew, release, grant, expiry: six effects, nothing for the refused
+    // renew and the contended acquire.
+    assert_eq!(feed.matches("\"LEASE.APPLY\"").count(), 6, "{feed}");
+    for cmd in ["LEASE.ACQUIRE", "LEASE.RENEW", "LEASE.RELEASE"] {
+        assert!(
+            !feed.to_ascii_uppercase().contains(cmd),
+            "replica re-judges {cmd}:\n{feed}"
+        );
+    }
+}
+
+/// Would catch: lease commands not flagged `write` (min-replicas-to-write would not apply
+/// and a grant would be made that no replica has), or a grant/renew that is not propagated
+/// (WAIT would report 0 with a healthy replica).
+#[test]
+fn min_replicas_refuses_grants_without_a_replica_and_wait_counts_acks() {
+    let p = RedisServer::start(
+        primary_opts(&["lease.grace-ms", "0"]).extra_args(&["--min-replicas-to-write", "1"]),
+    );
+    let mut pc = p.connection();
+    let e = err_of(&mut pc, &["LEASE.ACQUIRE", "k", "a", "1000"]);
+    assert!(e.starts_with("NOREPLICAS"), "{e}");
+    assert_eq!(lease_info(&mut pc, "k"), None, "refused grant left no key");
+
+    let mut r = start_replica(&p, &["lease.grace-ms", "0"]);
+    let mut rc = r.connection();
+    wait_for(Duration::from_secs(5), || {
+        let i = info_text(&mut pc, "replication");
+        (info_value(&i, "min_slaves_good_slaves").as_deref() == Some("1")).then_some(())
+    })
+    .expect("primary counts the replica as good");
+    let t = acquire(&mut pc, "k", "a", 5000).expect("grant with the replica up");
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1, "WAIT after ACQUIRE");
+    assert_eq!(get(&mut rc, "k").map(|g| g.1), Some(t));
+    assert_eq!(renew(&mut pc, "k", "a", t, 5000), 1);
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1, "WAIT after RENEW");
+
+    r.kill();
+    wait_for(Duration::from_secs(5), || {
+        let i = info_text(&mut pc, "replication");
+        (info_value(&i, "connected_slaves").as_deref() == Some("0")).then_some(())
+    })
+    .expect("primary notices the dead replica");
+    let before = snapshot(&mut pc, "k");
+    for args in [
+        &["LEASE.ACQUIRE", "k2", "b", "1000"][..],
+        &["LEASE.RENEW", "k", "a", &t.to_string(), "5000"],
+        &["LEASE.RELEASE", "k", "a", &t.to_string()],
+    ] {
+        let e = err_of(&mut pc, args);
+        assert!(e.starts_with("NOREPLICAS"), "{args:?}: {e}");
+    }
+    assert_eq!(snapshot(&mut pc, "k"), before);
+    assert_eq!(lease_info(&mut pc, "k2"), None);
+    // Reads go on.
+    assert_eq!(get(&mut pc, "k").map(|g| g.1), Some(t));
+}
+
+/// Would catch: LEASE.APPLY accepted from an ordinary client in any context (a client could
+/// then forge a holder, free someone else's lease or rewind the token history), or a
+/// refused forgery that still changed state.
+#[test]
+fn forged_effects_are_refused_everywhere_and_change_nothing() {
+    let p = RedisServer::start(primary_opts(&["lease.grace-ms", "0"]));
+    let r = start_replica(&p, &["lease.grace-ms", "0"]);
+    let (mut pc, mut rc) = (p.connection(), r.connection());
+    let t = acquire(&mut pc, "k", "real", 10_000).expect("grant");
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    let before_p = snapshot(&mut pc, "k");
+    let before_r = snapshot(&mut rc, "k");
+    let far = "99999999999999";
+    let (forged_tok, low_tok) = ((t + 1000).to_string(), "1".to_string());
+
+    let forgeries: [&[&str]; 4] = [
+        &["LEASE.APPLY", "k", "HOLD", "forger", &forged_tok, far],
+        &["LEASE.APPLY", "k", "FREE", &low_tok],
+        &["LEASE.APPLY", "k", "FREE", &forged_tok],
+        &["LEASE.APPLY", "fresh", "HOLD", "forger", &forged_tok, far],
+    ];
+    for f in forgeries {
+        let e = err_of(&mut pc, f);
+        assert!(e.contains("LEASE.APPLY is internal"), "{f:?}: {e}");
+        // On the replica an ordinary client cannot write at all.
+        let e = err_of(&mut rc, f);
+        assert!(e.starts_with("READONLY"), "replica {f:?}: {e}");
+    }
+
+    // Inside MULTI: queued, then refused by EXEC.
+    let _: () = redis::cmd("MULTI").query(&mut pc).expect("multi");
+    let q: String = redis::cmd("LEASE.APPLY")
+        .arg("k")
+        .arg("FREE")
+        .arg(&forged_tok)
+        .query(&mut pc)
+        .expect("queued");
+    assert_eq!(q, "QUEUED");
+    // (redis-rs turns the error element of EXEC's array into the call's error)
+    let exec = redis::cmd("EXEC").query::<redis::Value>(&mut pc);
+    assert!(
+        format!("{exec:?}").contains("LEASE.APPLY is internal"),
+        "{exec:?}"
+    );
+
+    // From Lua and from a function.
+    let e = err_of(
+        &mut pc,
+        &[
+            "EVAL",
+            "return redis.call('LEASE.APPLY', KEYS[1], 'HOLD', 'forger', ARGV[1], ARGV[2])",
+            "1",
+            "k",
+            &forged_tok,
+            far,
+        ],
+    );
+    assert!(e.contains("LEASE.APPLY is internal"), "EVAL: {e}");
+    let lib = "#!lua name=forge\nredis.register_function('forge', function(keys, args) \
+               return redis.call('LEASE.APPLY', keys[1], 'FREE', args[1]) end)";
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(lib)
+        .query(&mut pc)
+        .expect("function load");
+    let e = err_of(&mut pc, &["FCALL", "forge", "1", "k", &forged_tok]);
+    assert!(e.contains("LEASE.APPLY is internal"), "FCALL: {e}");
+
+    assert_eq!(snapshot(&mut pc, "k"), before_p, "primary changed");
+    assert_eq!(lease_info(&mut pc, "fresh"), None, "forgery created a key");
+    // Everything replicated so far has reached the replica, and it still matches.
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    assert_eq!(snapshot(&mut rc, "k"), before_r, "replica changed");
+    assert_eq!(lease_info(&mut rc, "fresh"), None);
+    let (owner, token, _) = get(&mut pc, "k").expect("still held");
+    assert_eq!((owner.as_slice(), token), (&b"real"[..], t));
+    // The real holder is unaffected: its renew still works.
+    assert_eq!(renew(&mut pc, "k", "real", t, 10_000), 1);
+}
