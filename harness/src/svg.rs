@@ -90,6 +90,27 @@ pub fn timeline(data: &RunData, title: &str) -> String {
         r#"<text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
         esc(title)
     );
+    if let Some(RunEvent::RunStart {
+        seed,
+        electors,
+        ttl_ms,
+        grace_ms,
+        elector_mode,
+        fence,
+        ..
+    }) = data
+        .run
+        .iter()
+        .find(|e| matches!(e, RunEvent::RunStart { .. }))
+    {
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="20" font-size="11">seed {seed}, {electors} electors, TTL {ttl_ms} ms, grace {grace_ms} ms, elector {}, resource {}</text>"#,
+            LEFT + 330.0,
+            esc(elector_mode),
+            if *fence { "fences" } else { "does NOT fence" }
+        );
+    }
 
     // Row backgrounds and labels.
     for (i, id) in rows.iter().enumerate() {
@@ -166,12 +187,13 @@ pub fn timeline(data: &RunData, title: &str) -> String {
             y + 2.0,
             y + ROW - 2.0
         );
+        // Tokens are ~16 digits (server ms x 1000); the last 7 tell neighbours apart.
         let _ = writeln!(
             s,
-            r#"<text x="{:.1}" y="{:.1}" font-size="9">{}</text>"#,
+            r#"<text x="{:.1}" y="{:.1}" font-size="9">…{:07}</text>"#,
             a + 2.0,
             y + 10.0,
-            r.token % 100_000
+            r.token % 10_000_000
         );
     }
 
