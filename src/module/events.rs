@@ -1,4 +1,5 @@
 //! Server events: promotion (grace + re-armed timers), end of loading (re-armed timers),
+//! the server cron (timers that Redis' wall-clock timer wheel would fire late),
 //! configuration changes (grace length may have changed), and key moves that carry a held
 //! lease to a new name (its expiry timer must follow).
 
@@ -8,7 +9,8 @@ use crate::lease::Lease;
 use redis_module::server_events::{LoadingSubevent, ServerRole};
 use redis_module::{Context, NotifyEvent, RedisString};
 use redis_module_macros::{
-    config_changed_event_handler, loading_event_handler, role_changed_event_handler,
+    config_changed_event_handler, cron_event_handler, loading_event_handler,
+    role_changed_event_handler,
 };
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -23,6 +25,13 @@ fn on_role_changed(ctx: &Context, role: ServerRole) {
         }
         ServerRole::Replica => runtime::stop_all_timers(ctx),
     }));
+}
+
+/// Server cron: the safety net for module timers, which Redis runs on the wall clock (see
+/// `runtime::on_cron`).
+#[cron_event_handler]
+fn on_cron(ctx: &Context, _hz: u64) {
+    let _ = catch_unwind(AssertUnwindSafe(|| runtime::on_cron(ctx)));
 }
 
 #[loading_event_handler]

@@ -15,6 +15,13 @@ pub fn now() -> Now {
     }
 }
 
+/// Wall clock minus monotonic clock, µs: constant while nobody steps the wall clock (NTP
+/// slewing moves it by at most 500 ppm), so a jump of it between two reads is a step.
+pub fn wall_minus_mono_us() -> i64 {
+    let mono = clock_us(libc::CLOCK_MONOTONIC) as i64;
+    clock_us(libc::CLOCK_REALTIME) as i64 - mono
+}
+
 fn clock_us(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

@@ -11,7 +11,7 @@ use crate::lease::{Grace, Lease, Now};
 use redis_module::key::RedisKeyWritable;
 use redis_module::{raw, Context, ContextFlags, RedisModuleTimerID};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -138,14 +138,22 @@ pub fn arm_grace_timer(ctx: &Context) {
 fn on_grace_timer(ctx: &Context, _: ()) {
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         *lock(&GRACE_TIMER) = None;
-        if grace_ms_left(ffi::now()) > 0 {
-            // The timer is ms-granular; re-arm for the remainder.
-            arm_grace_timer(ctx);
-        } else {
-            ctx.log_notice("lease: grace period ended");
-            wake_all_waiters(ctx);
-        }
+        end_or_rearm_grace(ctx);
     }));
+}
+
+fn end_or_rearm_grace(ctx: &Context) {
+    if grace_ms_left(ffi::now()) > 0 {
+        // The timer is ms-granular (and wall-clock based, see `on_cron`); re-arm for the
+        // remainder.
+        arm_grace_timer(ctx);
+    } else {
+        if let Some(id) = lock(&GRACE_TIMER).take() {
+            let _ = ctx.stop_timer::<()>(id);
+        }
+        ctx.log_notice("lease: grace period ended");
+        wake_all_waiters(ctx);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -265,21 +273,84 @@ fn on_expiry_timer(ctx: &Context, data: TimerData) {
                 timers.remove(&id);
             }
         }
-        // Only the primary judges expiry; a replica waits for the primary's FREE effect.
-        if !is_primary(ctx) || !ffi::select_db(ctx.ctx, data.db) {
-            return;
-        }
-        let now = ffi::now();
-        let key = ffi::string(ctx.ctx, &data.key);
+        check_expiry(ctx, data.db, &data.key);
+    }));
+}
+
+/// Frees the lease at `key` if its monotonic deadline has passed, else re-arms its timer.
+/// The caller has already removed the key's entry from `TIMERS`.
+fn check_expiry(ctx: &Context, db: i32, key_name: &[u8]) {
+    // Only the primary judges expiry; a replica waits for the primary's FREE effect.
+    let before = ffi::selected_db(ctx.ctx);
+    if !is_primary(ctx) || !ffi::select_db(ctx.ctx, db) {
+        return;
+    }
+    let now = ffi::now();
+    let key = ffi::string(ctx.ctx, key_name);
+    {
         let handle = RedisKeyWritable::open_with_redis_string(ctx.ctx, key.inner);
         if let Ok(Some(lease)) = handle.get_value::<Lease>(&LEASE_TYPE) {
             if let Some(token) = lease.expire_due(now) {
                 on_expired(ctx, key.inner, token);
             } else if let Some(deadline) = lease.deadline_mono_us() {
-                ensure_timer(ctx, data.db, &data.key, deadline, now);
+                ensure_timer(ctx, db, key_name, deadline, now);
             }
         }
-    }));
+    }
+    ffi::select_db(ctx.ctx, before);
+}
+
+// ---------------------------------------------------------------------------------------
+// Cron safety net: Redis' module timers run on the WALL clock
+
+/// Wall-minus-monotonic offset seen at the previous cron tick (`i64::MIN`: none yet).
+static CLOCK_OFFSET_US: AtomicI64 = AtomicI64::new(i64::MIN);
+/// An offset change above this between two ticks (100 ms apart at the default hz) is a
+/// step of the wall clock, not NTP slewing (≤ 500 ppm = 50 µs per 100 ms).
+const STEP_US: i64 = 5_000;
+
+/// Runs on every server cron tick (`hz` times a second). Redis keys module timers on
+/// `ustime()`, the wall clock (module.c: `RM_CreateTimer` and `moduleTimerHandler`, Redis
+/// 7.0 through 8.x): when the server's wall clock steps back by an hour, every armed expiry
+/// timer fires an hour late. The lease itself stays correct (commands judge it on the
+/// monotonic clock), but the expiry's effects would not happen on time: blocked acquirers
+/// not woken, no `FREE` to replicas, no `lease.expired` event, and BLOCK waiters kept past
+/// the end of grace. The cron runs on Redis' monotonic event-loop timer, so here we
+/// (1) handle every timer whose monotonic fire time has passed, at most one tick late, and
+/// (2) after a detected wall step, re-arm every timer (and the grace timer) so that they
+/// fire on time again. In the normal case this finds nothing to do: the timer fired first
+/// and removed its entry. Entries in `TIMERS` always belong to timers that have not fired,
+/// so stopping them here never double-handles an expiry.
+pub fn on_cron(ctx: &Context) {
+    let now = ffi::now();
+    let offset = ffi::wall_minus_mono_us();
+    let last = CLOCK_OFFSET_US.swap(offset, Ordering::Relaxed);
+    let stepped = last != i64::MIN && (offset - last).abs() > STEP_US;
+    if stepped {
+        ctx.log_notice(&format!(
+            "lease: server wall clock stepped by {} ms; expiry timers re-armed (lease expiry follows the monotonic clock and is unaffected)",
+            (offset - last) / 1000
+        ));
+    }
+    let due: Vec<(KeyId, Armed)> = {
+        let mut timers = lock(&TIMERS);
+        let ids: Vec<KeyId> = timers
+            .iter()
+            .filter(|(_, a)| stepped || a.fire_mono_us <= now.mono_us)
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.into_iter()
+            .filter_map(|id| timers.remove(&id).map(|a| (id, a)))
+            .collect()
+    };
+    for ((db, key), armed) in due {
+        let _ = ctx.stop_timer::<TimerData>(armed.id);
+        check_expiry(ctx, db, &key);
+    }
+    let grace_pending = lock(&GRACE_TIMER).is_some();
+    if grace_pending && (stepped || grace_ms_left(now) == 0) {
+        end_or_rearm_grace(ctx);
+    }
 }
 
 /// Arms a timer for every held lease in every database: after loading (RDB/AOF) and on
