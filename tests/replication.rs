@@ -252,3 +252,54 @@ fn forged_effects_are_refused_everywhere_and_change_nothing() {
     // The real holder is unaffected: its renew still works.
     assert_eq!(renew(&mut pc, "k", "real", t, 10_000), 1);
 }
+
+/// Would catch: a BLOCKed acquirer granted on wake-up (expiry, release, end of grace) while
+/// the primary lacks the replicas `min-replicas-to-write` demands. Redis checks that setting
+/// only when a command arrives, not when a blocked module client is served later, so the
+/// module must check it itself before granting.
+#[test]
+fn min_replicas_also_holds_for_a_blocked_acquirer_served_later() {
+    let p = RedisServer::start(
+        primary_opts(&["lease.grace-ms", "0"]).extra_args(&["--min-replicas-to-write", "1"]),
+    );
+    let mut pc = p.connection();
+    let mut r = start_replica(&p, &["lease.grace-ms", "0"]);
+    wait_for(Duration::from_secs(5), || {
+        let i = info_text(&mut pc, "replication");
+        (info_value(&i, "min_slaves_good_slaves").as_deref() == Some("1")).then_some(())
+    })
+    .expect("primary counts the replica as good");
+    let held = acquire(&mut pc, "k", "a", 2500).expect("grant");
+
+    // The waiter is admitted while the replica is up ...
+    let mut wc = p.connection();
+    let waiter = std::thread::spawn(move || {
+        redis::cmd("LEASE.ACQUIRE")
+            .arg("k")
+            .arg("b")
+            .arg(1000)
+            .arg("BLOCK")
+            .arg(5000)
+            .query::<Option<u64>>(&mut wc)
+    });
+    wait_for(Duration::from_secs(5), || {
+        (info_field(&mut pc, "blocked_clients") == 1).then_some(())
+    })
+    .expect("waiter blocked");
+    // ... then the replica goes away before the lease expires.
+    r.kill();
+    wait_for(Duration::from_secs(5), || {
+        let i = info_text(&mut pc, "replication");
+        (info_value(&i, "min_slaves_good_slaves").as_deref() == Some("0")).then_some(())
+    })
+    .expect("primary notices the dead replica");
+    let got = waiter.join().expect("waiter thread");
+    let e = match got {
+        Ok(v) => panic!("waiter served without a replica: {v:?}"),
+        Err(e) => format!("{} {}", e.code().unwrap_or("?"), e.detail().unwrap_or("")),
+    };
+    assert!(e.starts_with("NOREPLICAS"), "{e}");
+    // The expiry itself still happened (it must: the holder's time is up); no new holder.
+    assert_eq!(get(&mut pc, "k"), None);
+    assert_eq!(lease_info(&mut pc, "k"), Some((0, held, 1)));
+}

@@ -34,6 +34,9 @@ pub enum LeaseError {
     CrossSlot,
     /// FENCE's inner command is unknown or cannot be run through a module.
     BadInnerCommand(String),
+    /// A BLOCKed acquirer would be granted on wake-up while `min-replicas-to-write` is not
+    /// met (Redis' own wording, so clients see the error they know).
+    NoReplicas,
     /// The token space (2^53) is exhausted for this key; cannot happen before year ~2255 with
     /// the wall-clock rule, but never wrap silently.
     TokenSpaceExhausted,
@@ -76,6 +79,7 @@ impl fmt::Display for LeaseError {
                 "CROSSSLOT keys of the fenced command must hash to the lease key's slot"
             ),
             LeaseError::BadInnerCommand(why) => write!(f, "ERR cannot fence this command: {why}"),
+            LeaseError::NoReplicas => write!(f, "NOREPLICAS Not enough good replicas to write."),
             LeaseError::TokenSpaceExhausted => {
                 write!(f, "ERR token space exhausted for this key (2^53)")
             }
@@ -106,6 +110,7 @@ mod tests {
             LeaseError::BadEffect,
             LeaseError::CrossSlot,
             LeaseError::BadInnerCommand("x".into()),
+            LeaseError::NoReplicas,
             LeaseError::TokenSpaceExhausted,
         ];
         for e in all {

@@ -5,8 +5,8 @@
 
 use super::runtime::{self, bump, COUNTERS};
 use super::{commands, ffi};
-use crate::lease::Acquire;
-use redis_module::{raw, Context, RedisString};
+use crate::lease::{Acquire, LeaseError};
+use redis_module::{raw, Context, RedisError, RedisString};
 use std::os::raw::{c_int, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -70,6 +70,12 @@ unsafe extern "C" fn on_ready(
             return ERR;
         }
         let context = Context::new(ctx);
+        // Redis applied min-replicas-to-write when the command arrived, not now; a grant
+        // here is a new write, so check it again (see `replicas_allow_write`).
+        if !runtime::replicas_allow_write(&context) {
+            context.reply(Err(RedisError::String(LeaseError::NoReplicas.to_string())));
+            return OK;
+        }
         match commands::try_acquire(&context, key, &w.owner, w.ttl_ms, ffi::now(), false) {
             Ok(Acquire::Granted { token }) | Ok(Acquire::Refreshed { token }) => {
                 raw::RedisModule_ReplyWithLongLong.map(|f| f(ctx, token as i64));
