@@ -71,7 +71,7 @@ fn promoted_replica_that_missed_a_grant_waits_out_grace_then_issues_a_higher_tok
 
     // Known to the replica: one lease its new leader will renew, one nobody touches.
     let known = acquire(&mut pc, "known", "k-holder", MAX_TTL).expect("grant");
-    let idle = acquire(&mut pc, "idle", "i-holder", 600).expect("grant");
+    let idle = acquire(&mut pc, "idle", "i-holder", MAX_TTL).expect("grant");
     assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
 
     // Cut the replica off, then grant: this grant exists only on the primary.
