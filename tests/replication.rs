@@ -107,6 +107,24 @@ fn replica_applies_effects_and_matches_the_primary_after_each_command() {
     assert_same(&mut pc, &mut rc, "k", "expiry");
     assert_eq!(lease_info(&mut rc, "k"), Some((0, t2, 2)));
 
+    // Hand-over to a BLOCKed acquirer at expiry: the grant made when the waiter is served
+    // (outside any command) is replicated as well.
+    let th = acquire(&mut pc, "h", "x", 300).expect("grant");
+    let ty: Option<u64> = redis::cmd("LEASE.ACQUIRE")
+        .arg("h")
+        .arg("y")
+        .arg(5000)
+        .arg("BLOCK")
+        .arg(5000)
+        .query(&mut pc)
+        .expect("blocking acquire");
+    let ty = ty.expect("granted at expiry");
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    assert_same(&mut pc, &mut rc, "h", "hand-over at expiry");
+    assert_eq!(get(&mut rc, "h").map(|g| g.1), Some(ty));
+    mon.wait_for(&format!("\"LEASE.APPLY\" \"h\" \"FREE\" \"{th}\""));
+    mon.wait_for(&format!("\"LEASE.APPLY\" \"h\" \"HOLD\" \"y\" \"{ty}\""));
+
     let feed = mon.text();
     for effect in [
         format!("\"LEASE.APPLY\" \"k\" \"HOLD\" \"alpha\" \"{t1}\""),
@@ -117,7 +135,7 @@ fn replica_applies_effects_and_matches_the_primary_after_each_command() {
     }
     // grant, refresh, renew, release, grant, expiry: six effects, nothing for the refused
     // renew and the contended acquire.
-    assert_eq!(feed.matches("\"LEASE.APPLY\"").count(), 6, "{feed}");
+    assert_eq!(feed.matches("\"LEASE.APPLY\" \"k\"").count(), 6, "{feed}");
     for cmd in ["LEASE.ACQUIRE", "LEASE.RENEW", "LEASE.RELEASE"] {
         assert!(
             !feed.to_ascii_uppercase().contains(cmd),
