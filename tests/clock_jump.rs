@@ -211,3 +211,75 @@ fn wall_clock_step_back_during_grace_does_not_delay_its_end() {
         "late: {waited:?}"
     );
 }
+
+/// The one residual clock assumption (SPEC §5), demonstrated: tokens after a failover rise
+/// above a grant the new primary never saw only if its wall clock is not behind the old
+/// primary's by more than the grace period. Here the replica's wall clock runs an hour
+/// behind (libfaketime "-3600"): after promotion and grace its token is BELOW the lost one,
+/// and a lease the old primary granted for 2 s looks an hour long to it (the replicated
+/// absolute expiry read against a slow clock). Both are limits, not bugs: docs/failover.md.
+///
+/// Would catch: a change to the token rule or to effect conversion that alters this
+/// documented behaviour (for better or worse) without the docs following.
+#[test]
+fn promoted_replica_with_a_wall_clock_an_hour_behind_breaks_the_token_order() {
+    let Some(bin) = faketime_server() else {
+        return;
+    };
+    let offset = OffsetFile::new();
+    offset.set("-3600");
+    let p = RedisServer::start_with_bin(&bin, primary_opts(&["lease.grace-ms", "0"]));
+    let port = p.port.to_string();
+    let ropts = ServerOptions::default()
+        .module_args(&["lease.max-ttl", "1000"])
+        .extra_args(&["--replicaof", "127.0.0.1", &port]);
+    let r = RedisServer::start_with_bin(&bin, faketime_opts(ropts, &offset));
+    wait_link_up(&p, &r);
+    let (mut pc, mut rc) = (p.connection(), r.connection());
+    let skew = server_wall_ms(&mut pc) - server_wall_ms(&mut rc);
+    assert!(
+        (skew - HOUR_MS).abs() < 10_000,
+        "replica behind by {skew} ms"
+    );
+
+    let seen = acquire(&mut pc, "seen", "a", 2000).expect("grant");
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    // Forward side of the skew: a 2 s lease looks about an hour long on the slow replica.
+    let pttl = get(&mut rc, "seen").expect("replicated").2;
+    assert!(pttl > 3_000_000, "replica pttl {pttl}");
+
+    // Lose a grant (link cut before it, see tests/failover.rs), then promote.
+    r.signal(libc::SIGSTOP);
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut pc)
+        .expect("client kill");
+    let lost = acquire(&mut pc, "lease", "old-leader", 1000).expect("grant");
+    assert_eq!(wait_acks(&mut pc, 1, 200), 0);
+    drop(pc);
+    let mut p = p;
+    p.kill();
+    r.signal(libc::SIGCONT);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut rc)
+        .expect("promote");
+    let token: Option<u64> = redis::cmd("LEASE.ACQUIRE")
+        .arg("lease")
+        .arg("new-leader")
+        .arg(1000)
+        .arg("BLOCK")
+        .arg(10_000)
+        .query(&mut rc)
+        .expect("blocking acquire");
+    let token = token.expect("granted after grace");
+    eprintln!("replica 1 h behind: lost token {lost}, token after failover {token}");
+    assert!(token > seen, "still above every token the replica saw");
+    assert!(
+        token < lost,
+        "token {token} rose above the lost {lost} despite the skew: update docs/failover.md"
+    );
+}

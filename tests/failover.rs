@@ -270,3 +270,83 @@ fn restart_with_aof_everysec_waits_out_grace_keeps_known_leases_and_tokens_keep_
     .expect("grant reached the AOF file");
     check_restart(&mut s, opts(&[]), Some((held, "holder")), max_before);
 }
+
+/// What grace and tokens do NOT prevent: split brain of two primaries. The replica is
+/// promoted while the old primary is still up and reachable by the old leader (a partition,
+/// or a promotion by an operator or Sentinel that could not reach the old primary). Each
+/// primary then has its own live leader for the same key and each accepts that leader's
+/// FENCE. Only the token order separates them: the new grant's token is above the old one,
+/// so a resource that remembers the highest token it has seen refuses the old leader once
+/// the new one has written (docs/failover.md).
+///
+/// Would catch (as a guard on the documented limit): a change that makes either primary
+/// refuse its own leader (then the docs overstate the problem), or a new token that is not
+/// above the old leader's (then even a token-ordering resource could not separate them).
+#[test]
+fn split_brain_of_two_primaries_yields_two_leaders_ordered_only_by_token() {
+    let ttl = "1000";
+    let p = RedisServer::start(primary_opts(&["lease.max-ttl", ttl, "lease.grace-ms", "0"]));
+    let r = start_replica(&p, &["lease.max-ttl", ttl]);
+    let (mut pc, mut rc) = (p.connection(), r.connection());
+    let old = acquire(&mut pc, "lease", "old-leader", 1000).expect("grant");
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+
+    // The old leader keeps renewing on the old primary, which never learns of the promotion.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let renewer = {
+        let stop = stop.clone();
+        let mut c = p.connection();
+        std::thread::spawn(move || {
+            let mut renewed = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                assert_eq!(renew(&mut c, "lease", "old-leader", old, 1000), 1);
+                renewed += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            renewed
+        })
+    };
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut rc)
+        .expect("promote");
+    // The new primary waits out grace and the lapse of the lease it knew, then grants.
+    let new = acquire_block(&mut rc, "lease", "new-leader", 1000, 10_000).expect("granted");
+    let fence = |c: &mut Con, token: u64| -> Result<i64, String> {
+        redis::cmd("LEASE.FENCE")
+            .arg("lease")
+            .arg(token)
+            .query(c)
+            .map_err(|e| e.to_string())
+    };
+    // Two leaders at once, each accepted by its own primary.
+    let on_old = get(&mut pc, "lease").expect("old primary still has a leader");
+    let on_new = get(&mut rc, "lease").expect("new primary has a leader");
+    assert_eq!((on_old.0.as_slice(), on_old.1), (&b"old-leader"[..], old));
+    assert_eq!((on_new.0.as_slice(), on_new.1), (&b"new-leader"[..], new));
+    assert!(
+        fence(&mut pc, old).is_ok(),
+        "old primary fences for the old leader"
+    );
+    assert!(
+        fence(&mut rc, new).is_ok(),
+        "new primary fences for the new leader"
+    );
+    assert!(
+        fence(&mut rc, old).is_err(),
+        "new primary refuses the old token"
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let renewed = renewer.join().expect("renewer");
+    assert!(
+        renewed >= 3,
+        "old leader renewed through the split: {renewed}"
+    );
+    // The only thing that orders them: the token.
+    assert!(
+        new > old,
+        "new token {new} must exceed the old leader's {old}"
+    );
+    eprintln!("split brain: old leader token {old} (renewed {renewed}x), new leader token {new}");
+}
