@@ -350,3 +350,66 @@ fn split_brain_of_two_primaries_yields_two_leaders_ordered_only_by_token() {
     );
     eprintln!("split brain: old leader token {old} (renewed {renewed}x), new leader token {new}");
 }
+
+/// What narrows split brain: `min-replicas-to-write` on the old primary. Once the old
+/// primary has no good replica, it refuses the old leader's renewals (NOREPLICAS), so that
+/// leader's lease lapses at its TTL; a new primary whose grace is at least
+/// `min-replicas-max-lag` + `max-ttl` grants only after that, and the two reigns do not
+/// overlap on the servers. Here the replica's promotion itself closes its link, so the old
+/// primary notices at once; in a real partition it notices after `min-replicas-max-lag`
+/// seconds, which is why grace must cover that too (docs/failover.md §3.1).
+///
+/// Would catch: lease renewals that bypass `min-replicas-to-write` on the old primary (the
+/// old leader would renew through the split), or a grant on the new primary while the old
+/// primary still holds the lease.
+#[test]
+fn split_brain_is_narrowed_by_min_replicas_on_the_old_primary() {
+    let ttl = "1000";
+    let p = RedisServer::start(
+        primary_opts(&["lease.max-ttl", ttl, "lease.grace-ms", "0"]).extra_args(&[
+            "--min-replicas-to-write",
+            "1",
+            "--min-replicas-max-lag",
+            "1",
+        ]),
+    );
+    let r = start_replica(&p, &["lease.max-ttl", ttl]);
+    let (mut pc, mut rc) = (p.connection(), r.connection());
+    wait_for(Duration::from_secs(5), || {
+        let i = info_text(&mut pc, "replication");
+        (info_value(&i, "min_slaves_good_slaves").as_deref() == Some("1")).then_some(())
+    })
+    .expect("replica counted as good");
+    let old = acquire(&mut pc, "lease", "old-leader", 1000).expect("grant");
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut rc)
+        .expect("promote");
+    wait_for(Duration::from_secs(5), || {
+        let i = info_text(&mut pc, "replication");
+        (info_value(&i, "min_slaves_good_slaves").as_deref() == Some("0")).then_some(())
+    })
+    .expect("old primary lost its good replica");
+    // The old leader can no longer renew on the old primary.
+    let e = err_of(
+        &mut pc,
+        &[
+            "LEASE.RENEW",
+            "lease",
+            "old-leader",
+            &old.to_string(),
+            "1000",
+        ],
+    );
+    assert!(e.starts_with("NOREPLICAS"), "{e}");
+    let new = acquire_block(&mut rc, "lease", "new-leader", 1000, 10_000).expect("granted");
+    // By the time the new primary grants, the old primary's lease has lapsed.
+    assert_eq!(
+        get(&mut pc, "lease"),
+        None,
+        "old primary still has a live leader"
+    );
+    assert!(new > old);
+}
