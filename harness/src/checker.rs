@@ -155,6 +155,8 @@ pub struct RunReport {
     pub fault_free_changes: u64,
     /// Redis restarts/promotions after which the leader kept leading (no new grant needed).
     pub redis_faults_leader_kept: u64,
+    /// Longest time nobody acted, between the first grant and the end of the run (ms).
+    pub leaderless_max_ms: f64,
 }
 
 fn ms(ns: u64) -> f64 {
@@ -433,6 +435,30 @@ fn liveness(data: &RunData, reigns: &[Reign], rep: &mut RunReport) {
 
     rep.redis_faults_leader_kept = kept;
 
+    // Longest stretch with nobody acting (a liveness smell: a fault nobody recovered from).
+    let mut acting: Vec<(u64, u64)> = reigns
+        .iter()
+        .filter_map(|r| Some((r.first_check?, r.last_check?)))
+        .collect();
+    acting.sort();
+    if let Some(&(first, _)) = acting.first() {
+        let stop = if end == u64::MAX {
+            acting.iter().map(|a| a.1).max().unwrap_or(first)
+        } else {
+            end
+        };
+        let mut covered = first;
+        let mut gap = 0u64;
+        for (a, b) in acting {
+            if a > covered {
+                gap = gap.max(a.min(stop).saturating_sub(covered));
+            }
+            covered = covered.max(b);
+        }
+        gap = gap.max(stop.saturating_sub(covered));
+        rep.leaderless_max_ms = ms(gap);
+    }
+
     // Flapping: grants in fault-free windows.
     let Some(first) = grants.first().map(|g| g.0) else {
         return;
@@ -485,6 +511,7 @@ pub struct Summary {
     pub fault_free_minutes: f64,
     pub fault_free_changes: u64,
     pub redis_faults_leader_kept: u64,
+    pub leaderless_max_ms: f64,
 }
 
 impl Summary {
@@ -504,6 +531,7 @@ impl Summary {
         self.fault_free_minutes += r.fault_free_minutes;
         self.fault_free_changes += r.fault_free_changes;
         self.redis_faults_leader_kept += r.redis_faults_leader_kept;
+        self.leaderless_max_ms = self.leaderless_max_ms.max(r.leaderless_max_ms);
     }
 
     /// `runs=… violations=… crash_failover_p50_ms=… …`
@@ -532,8 +560,9 @@ impl Summary {
         };
         let faults: u64 = self.faults.values().sum();
         s += &format!(
-            " fault_free_changes_per_min={per_min:.2} fault_free_min={:.1} faults={faults} skipped={} redis_kept={} writes_ok={} writes_fenced={} late_fenced={}",
+            " fault_free_changes_per_min={per_min:.2} fault_free_min={:.1} leaderless_max_ms={:.0} faults={faults} skipped={} redis_kept={} writes_ok={} writes_fenced={} late_fenced={}",
             self.fault_free_minutes,
+            self.leaderless_max_ms,
             self.faults_skipped,
             self.redis_faults_leader_kept,
             self.writes_accepted,

@@ -199,6 +199,22 @@ fn default_module() -> Result<PathBuf, String> {
     Ok(dir.join("libredis_lease.so"))
 }
 
+/// Every process we start dies with us (SIGKILL on parent death), so an interrupted campaign
+/// leaves no electors or servers behind.
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl(2) is async-signal-safe and touches only the child's own flags; it runs
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 fn signal(pid: u32, sig: i32) {
     // SAFETY: kill(2) on a pid we spawned and have not reaped yet.
     unsafe {
@@ -314,6 +330,7 @@ impl Server {
         if let Some(p) = self.replica_of {
             cmd.args(["--replicaof", "127.0.0.1", &p.to_string()]);
         }
+        die_with_parent(&mut cmd);
         if let Some(f) = &self.faketime {
             // LD_PRELOAD directly (the `faketime` wrapper forks and would orphan the server);
             // the monotonic clock stays real: only the wall clock jumps.
@@ -475,6 +492,7 @@ fn spawn_resource(dir: &Path, fence: bool) -> Result<(Proc, String), String> {
     }
     let err = std::fs::File::create(dir.join("resource.log")).map_err(|e| e.to_string())?;
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(err);
+    die_with_parent(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| format!("spawn resource: {e}"))?;
     let stdout = child.stdout.take().ok_or("resource stdout")?;
     let mut p = Proc {
@@ -534,8 +552,8 @@ impl Run<'_> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let err = std::fs::File::create(self.dir.join(format!("elector-{id}.log")))
             .map_err(|e| e.to_string())?;
-        let child = Command::new(exe)
-            .arg("elector")
+        let mut cmd = Command::new(exe);
+        cmd.arg("elector")
             .args(["--id", &id])
             .args(["--redis", &format!("redis://{}/", slot.proxy.addr())])
             .args(["--resource", &self.resource_addr])
@@ -546,9 +564,9 @@ impl Run<'_> {
             .args(["--mode", &self.cfg.elector_mode])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .map_err(|e| format!("spawn elector: {e}"))?;
+            .stderr(err);
+        die_with_parent(&mut cmd);
+        let child = cmd.spawn().map_err(|e| format!("spawn elector: {e}"))?;
         slot.proc = Some(Proc { id, child });
         slot.incarnation += 1;
         Ok(())
@@ -746,6 +764,10 @@ impl Run<'_> {
                     s.proxy.retarget(replica.addr());
                 }
                 let up = mono_ns();
+                // A primary now: a later restart must not bring it back as a replica of
+                // the dead one (it would answer READONLY to every acquire).
+                let mut replica = replica;
+                replica.replica_of = None;
                 let old = std::mem::replace(&mut self.primary, replica);
                 drop(old);
                 self.fault(

@@ -117,6 +117,9 @@ fn clean_history_passes() {
     let r = check(&d);
     assert!(r.violations.is_empty(), "{:?}", r.violations);
     assert_eq!(r.grants, 2);
+    // Nobody acted from 150 ms (e1's last check) to 400 ms (e2's first), nor from 600 ms to
+    // the end of the run at 5000 ms.
+    assert_eq!(r.leaderless_max_ms, 4400.0);
     assert_eq!(r.writes_accepted, 16 + 21);
     assert_eq!(r.writes_rejected, 0);
 }
