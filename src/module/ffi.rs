@@ -17,9 +17,13 @@ pub fn now() -> Now {
 
 /// Wall clock minus monotonic clock, µs: constant while nobody steps the wall clock (NTP
 /// slewing moves it by at most 500 ppm), so a jump of it between two reads is a step.
-pub fn wall_minus_mono_us() -> i64 {
-    let mono = clock_us(libc::CLOCK_MONOTONIC) as i64;
-    clock_us(libc::CLOCK_REALTIME) as i64 - mono
+/// `None` when the thread was descheduled between the reads (the pair would then differ by
+/// the preemption, not by a step), so a busy machine does not report phantom steps.
+pub fn wall_minus_mono_us() -> Option<i64> {
+    let before = clock_us(libc::CLOCK_MONOTONIC) as i64;
+    let wall = clock_us(libc::CLOCK_REALTIME) as i64;
+    let after = clock_us(libc::CLOCK_MONOTONIC) as i64;
+    (after - before <= 200).then(|| wall - before - (after - before) / 2)
 }
 
 fn clock_us(clock: libc::clockid_t) -> u64 {

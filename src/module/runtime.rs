@@ -323,9 +323,15 @@ const STEP_US: i64 = 5_000;
 /// so stopping them here never double-handles an expiry.
 pub fn on_cron(ctx: &Context) {
     let now = ffi::now();
-    let offset = ffi::wall_minus_mono_us();
-    let last = CLOCK_OFFSET_US.swap(offset, Ordering::Relaxed);
-    let stepped = last != i64::MIN && (offset - last).abs() > STEP_US;
+    // No reliable reading this tick: overdue timers below are still handled.
+    let (stepped, offset, last) = match ffi::wall_minus_mono_us() {
+        Some(offset) => {
+            let last = CLOCK_OFFSET_US.swap(offset, Ordering::Relaxed);
+            let stepped = last != i64::MIN && (offset - last).abs() > STEP_US;
+            (stepped, offset, last)
+        }
+        None => (false, 0, 0),
+    };
     if stepped {
         ctx.log_notice(&format!(
             "lease: server wall clock stepped by {} ms; expiry timers re-armed (lease expiry follows the monotonic clock and is unaffected)",
