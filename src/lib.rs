@@ -55,6 +55,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         config::grace_ms(),
         l.max_owner_len
     ));
+    module::docs::register(ctx);
     runtime::start_grace(ctx, "server start");
     Status::Ok
 }

@@ -5,6 +5,7 @@ pub mod blocking;
 pub mod commands;
 pub mod config;
 pub mod datatype;
+pub mod docs;
 pub mod events;
 pub mod ffi;
 pub mod info;
