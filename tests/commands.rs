@@ -477,15 +477,36 @@ fn command_info_reports_arity_flags_and_key_positions() {
     let s = start();
     let mut c = s.connection();
     let want: [(&str, i64, &[&str], &[&str]); 5] = [
-        ("lease.acquire", -4, &["write", "denyoom"], &["fast", "readonly"]),
-        ("lease.renew", 5, &["write", "denyoom", "fast"], &["readonly"]),
-        ("lease.release", 4, &["write", "fast"], &["readonly", "denyoom"]),
+        (
+            "lease.acquire",
+            -4,
+            &["write", "denyoom"],
+            &["fast", "readonly"],
+        ),
+        (
+            "lease.renew",
+            5,
+            &["write", "fast"],
+            &["readonly", "denyoom"],
+        ),
+        (
+            "lease.release",
+            4,
+            &["write", "fast"],
+            &["readonly", "denyoom"],
+        ),
         ("lease.fence", -3, &["write", "denyoom"], &["readonly"]),
         ("lease.get", 2, &["readonly", "fast"], &["write"]),
     ];
     for (name, arity, has, lacks) in want {
-        let info: Vec<redis::Value> = redis::cmd("COMMAND").arg("INFO").arg(name).query(&mut c).unwrap();
-        let redis::Value::Array(f) = &info[0] else { panic!("{name}: {info:?}") };
+        let info: Vec<redis::Value> = redis::cmd("COMMAND")
+            .arg("INFO")
+            .arg(name)
+            .query(&mut c)
+            .unwrap();
+        let redis::Value::Array(f) = &info[0] else {
+            panic!("{name}: {info:?}")
+        };
         let got_arity: i64 = redis::from_redis_value(f[1].clone()).unwrap();
         let flags: Vec<String> = redis::from_redis_value(f[2].clone()).unwrap();
         let keys: (i64, i64, i64) = (
@@ -502,8 +523,14 @@ fn command_info_reports_arity_flags_and_key_positions() {
             assert!(!flags.iter().any(|x| x == l), "{name} has {l}: {flags:?}");
         }
     }
-    let keys: Vec<String> = redis::cmd("COMMAND").arg(&["GETKEYS", "LEASE.FENCE", "lk", "1", "SET", "x", "y"]).query(&mut c).unwrap();
+    let keys: Vec<String> = redis::cmd("COMMAND")
+        .arg(&["GETKEYS", "LEASE.FENCE", "lk", "1", "SET", "x", "y"])
+        .query(&mut c)
+        .unwrap();
     assert_eq!(keys, ["lk"]);
-    let docs: redis::Value = redis::cmd("COMMAND").arg(&["DOCS", "lease.acquire"]).query(&mut c).unwrap();
+    let docs: redis::Value = redis::cmd("COMMAND")
+        .arg(&["DOCS", "lease.acquire"])
+        .query(&mut c)
+        .unwrap();
     assert!(format!("{docs:?}").contains("BLOCK"), "{docs:?}");
 }
