@@ -483,18 +483,8 @@ fn command_info_reports_arity_flags_and_key_positions() {
             &["write", "denyoom"],
             &["fast", "readonly"],
         ),
-        (
-            "lease.renew",
-            5,
-            &["write", "fast"],
-            &["readonly", "denyoom"],
-        ),
-        (
-            "lease.release",
-            4,
-            &["write", "fast"],
-            &["readonly", "denyoom"],
-        ),
+        ("lease.renew", 5, &["write", "fast"], &["readonly"]),
+        ("lease.release", 4, &["write", "fast"], &["readonly"]),
         ("lease.fence", -3, &["write", "denyoom"], &["readonly"]),
         ("lease.get", 2, &["readonly", "fast"], &["write"]),
     ];
