@@ -56,9 +56,46 @@ pub fn string(ctx: *mut raw::RedisModuleCtx, bytes: &[u8]) -> redis_module::Redi
     redis_module::RedisString::create_from_slice(ctx, bytes)
 }
 
-const APPLY: &[u8] = b"LEASE.APPLY\0";
-const HOLD: &[u8] = b"HOLD\0";
-const FREE: &[u8] = b"FREE\0";
+/// Calls a variadic `(target, "LEASE.APPLY", fmt, ...)` module function (RM_Replicate or
+/// RM_EmitAOF: same argument convention, different first argument) with an effect's
+/// arguments: `key HOLD owner token expires_wall_ms` or `key FREE token`.
+macro_rules! call_with_effect {
+    ($f:expr, $target:expr, $key:expr, $eff:expr) => {
+        // SAFETY: format letters match the variadic arguments: s = RedisModuleString*,
+        // c = C string, b = (char*, size_t), l = long long. Tokens < 2^53 and wall ms fit.
+        unsafe {
+            match $eff {
+                Effect::Hold {
+                    owner,
+                    token,
+                    expires_wall_ms,
+                } => {
+                    $f(
+                        $target,
+                        c"LEASE.APPLY".as_ptr(),
+                        c"scbll".as_ptr(),
+                        $key,
+                        c"HOLD".as_ptr(),
+                        owner.as_ptr().cast::<c_char>(),
+                        owner.len(),
+                        *token as c_longlong,
+                        *expires_wall_ms as c_longlong,
+                    );
+                }
+                Effect::Free { token } => {
+                    $f(
+                        $target,
+                        c"LEASE.APPLY".as_ptr(),
+                        c"scl".as_ptr(),
+                        $key,
+                        c"FREE".as_ptr(),
+                        *token as c_longlong,
+                    );
+                }
+            }
+        }
+    };
+}
 
 /// Replicates an effect to replicas and the AOF as `LEASE.APPLY key HOLD owner token
 /// expires_wall_ms` or `LEASE.APPLY key FREE token`: the primary's decision, never the
@@ -68,41 +105,8 @@ pub fn replicate_effect(
     key: *mut raw::RedisModuleString,
     eff: &Effect,
 ) {
-    let Some(replicate) = (unsafe { raw::RedisModule_Replicate }) else {
-        return;
-    };
-    // SAFETY: format letters match the variadic arguments: s = RedisModuleString*, c = C
-    // string, b = (char*, size_t), l = long long. Tokens < 2^53 and wall ms fit in i64.
-    unsafe {
-        match eff {
-            Effect::Hold {
-                owner,
-                token,
-                expires_wall_ms,
-            } => {
-                replicate(
-                    ctx,
-                    APPLY.as_ptr().cast::<c_char>(),
-                    c"scbll".as_ptr().cast::<c_char>(),
-                    key,
-                    HOLD.as_ptr().cast::<c_char>(),
-                    owner.as_ptr().cast::<c_char>(),
-                    owner.len(),
-                    *token as c_longlong,
-                    *expires_wall_ms as c_longlong,
-                );
-            }
-            Effect::Free { token } => {
-                replicate(
-                    ctx,
-                    APPLY.as_ptr().cast::<c_char>(),
-                    c"scl".as_ptr().cast::<c_char>(),
-                    key,
-                    FREE.as_ptr().cast::<c_char>(),
-                    *token as c_longlong,
-                );
-            }
-        }
+    if let Some(replicate) = unsafe { raw::RedisModule_Replicate } {
+        call_with_effect!(replicate, ctx, key, eff);
     }
 }
 
@@ -112,36 +116,8 @@ pub fn emit_aof_effect(
     key: *mut raw::RedisModuleString,
     eff: &Effect,
 ) {
-    let Some(emit) = (unsafe { raw::RedisModule_EmitAOF }) else {
-        return;
-    };
-    // SAFETY: as in `replicate_effect`.
-    unsafe {
-        match eff {
-            Effect::Hold {
-                owner,
-                token,
-                expires_wall_ms,
-            } => emit(
-                io,
-                APPLY.as_ptr().cast::<c_char>(),
-                c"scbll".as_ptr().cast::<c_char>(),
-                key,
-                HOLD.as_ptr().cast::<c_char>(),
-                owner.as_ptr().cast::<c_char>(),
-                owner.len(),
-                *token as c_longlong,
-                *expires_wall_ms as c_longlong,
-            ),
-            Effect::Free { token } => emit(
-                io,
-                APPLY.as_ptr().cast::<c_char>(),
-                c"scl".as_ptr().cast::<c_char>(),
-                key,
-                FREE.as_ptr().cast::<c_char>(),
-                *token as c_longlong,
-            ),
-        }
+    if let Some(emit) = unsafe { raw::RedisModule_EmitAOF } {
+        call_with_effect!(emit, io, key, eff);
     }
 }
 
