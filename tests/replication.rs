@@ -321,3 +321,66 @@ fn min_replicas_also_holds_for_a_blocked_acquirer_served_later() {
     assert_eq!(get(&mut pc, "k"), None);
     assert_eq!(lease_info(&mut pc, "k"), Some((0, held, 1)));
 }
+
+/// Would catch: a replica that applies `LEASE.APPLY` but does not put it into its own AOF
+/// (module commands are never propagated implicitly; the module must replicate verbatim),
+/// and a fenced inner write that runs on the primary but never reaches the replica.
+#[test]
+fn replica_aof_records_effects_and_fenced_writes_reach_the_replica() {
+    let p = RedisServer::start(primary_opts(&["lease.grace-ms", "0"]));
+    let port = p.port.to_string();
+    let mut r = RedisServer::start(
+        ServerOptions::default()
+            .module_args(&["lease.grace-ms", "0"])
+            .extra_args(&[
+                "--replicaof",
+                "127.0.0.1",
+                &port,
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ]),
+    );
+    wait_link_up(&p, &r);
+    // After a full sync a replica with AOF rewrites its AOF in the background; a grant made
+    // before that finishes would land in the rewritten base and prove nothing about the
+    // effect's own propagation. Wait for the rewrite to be done (bounded).
+    wait_for(Duration::from_secs(15), || {
+        r.log()
+            .contains("Background AOF rewrite finished")
+            .then_some(())
+    })
+    .expect("replica's post-sync AOF rewrite");
+    let mut rc = r.connection();
+    let mut pc = p.connection();
+    let t = acquire(&mut pc, "job", "owner-a", 20000).expect("granted");
+    let r2: String = redis::cmd("LEASE.FENCE")
+        .arg("job")
+        .arg(t)
+        .arg("SET")
+        .arg("guarded")
+        .arg("v1")
+        .query(&mut pc)
+        .unwrap();
+    assert_eq!(r2, "OK");
+    assert_eq!(wait_acks(&mut pc, 1, 5000), 1);
+    let g: Option<String> = redis::cmd("GET").arg("guarded").query(&mut rc).unwrap();
+    assert_eq!(
+        g.as_deref(),
+        Some("v1"),
+        "the fenced SET is replicated as itself"
+    );
+    assert_eq!(get(&mut rc, "job").map(|x| x.1), Some(t));
+    // Restart the replica alone, as a primary, from its own AOF.
+    r.kill();
+    let mut opts = r.opts.clone();
+    opts.extra_args = vec!["--appendonly".into(), "yes".into()];
+    r.restart_with(opts);
+    let mut rc = r.connection();
+    let (owner, token, pttl) = get(&mut rc, "job").expect("lease survives in the replica's AOF");
+    assert_eq!((owner.as_slice(), token), (&b"owner-a"[..], t));
+    assert!(pttl > 10_000 && pttl <= 20_000, "{pttl}");
+    let g: Option<String> = redis::cmd("GET").arg("guarded").query(&mut rc).unwrap();
+    assert_eq!(g.as_deref(), Some("v1"));
+}
