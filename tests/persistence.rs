@@ -350,3 +350,33 @@ fn restore_refuses_an_unknown_encoding_version() {
     ping(&mut c);
     s.assert_alive();
 }
+
+#[test]
+fn swapdb_keeps_expiry_wake_ups_on_time() {
+    let s = start();
+    let mut c = s.connection();
+    acquire(&mut c, "k", "a", 400).unwrap();
+    redis::cmd("SWAPDB")
+        .arg(0)
+        .arg(1)
+        .query::<()>(&mut c)
+        .unwrap();
+    // The lease now lives in db 1; a waiter there must be woken at its expiry, not never.
+    redis::cmd("SELECT").arg(1).query::<()>(&mut c).unwrap();
+    assert!(get(&mut c, "k").is_some(), "the lease moved to db 1");
+    let t0 = Instant::now();
+    let got: Option<u64> = redis::cmd("LEASE.ACQUIRE")
+        .arg("k")
+        .arg("w")
+        .arg(1000)
+        .arg("BLOCK")
+        .arg(5000)
+        .query(&mut c)
+        .unwrap();
+    assert!(got.is_some(), "waiter in db 1 served");
+    assert!(
+        t0.elapsed() < Duration::from_millis(1000),
+        "woken late: {:?}",
+        t0.elapsed()
+    );
+}

@@ -70,3 +70,38 @@ pub fn on_generic_event(ctx: &Context, _ev: NotifyEvent, event: &str, key: &[u8]
         }
     }));
 }
+
+/// `SWAPDB` moves every lease of two databases at once; the expiry timers are keyed by
+/// (db, key) and would keep pointing at the old database. Re-arm all of them: cheap for the
+/// tens of leases a deployment has, and it keeps waiters' wake-ups on time.
+unsafe extern "C" fn on_swapdb(
+    ctx: *mut redis_module::raw::RedisModuleCtx,
+    _eid: redis_module::raw::RedisModuleEvent,
+    _subevent: u64,
+    _data: *mut std::os::raw::c_void,
+) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let ctx = Context::new(ctx);
+        if runtime::is_primary(&ctx) {
+            runtime::stop_all_timers(&ctx);
+            runtime::rearm_all(&ctx);
+        }
+    }));
+}
+
+/// Subscribes the events the crate's macros do not cover.
+pub fn subscribe_raw_events(ctx: &Context) {
+    use redis_module::raw;
+    // SAFETY: valid ctx at load; the callback matches RedisModuleEventCallback.
+    unsafe {
+        if let Some(sub) = raw::RedisModule_SubscribeToServerEvent {
+            let ev = raw::RedisModuleEvent {
+                id: raw::REDISMODULE_EVENT_SWAPDB,
+                dataver: 1,
+            };
+            if sub(ctx.ctx, ev, Some(on_swapdb)) != raw::REDISMODULE_OK as std::os::raw::c_int {
+                ctx.log_warning("lease: could not subscribe to SWAPDB events");
+            }
+        }
+    }
+}
