@@ -384,3 +384,30 @@ fn replica_aof_records_effects_and_fenced_writes_reach_the_replica() {
     let g: Option<String> = redis::cmd("GET").arg("guarded").query(&mut rc).unwrap();
     assert_eq!(g.as_deref(), Some("v1"));
 }
+
+/// Would catch: a lease command that a replica executes itself (a second judge of the lease)
+/// or a read that is refused on replicas.
+#[test]
+fn replica_refuses_lease_writes_and_answers_reads() {
+    let p = RedisServer::start(primary_opts(&["lease.grace-ms", "0"]));
+    let r = start_replica(&p, &["lease.grace-ms", "0"]);
+    let (mut pc, mut rc) = (p.connection(), r.connection());
+    let t = acquire(&mut pc, "k", "owner", 10_000).expect("grant");
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    let ts = t.to_string();
+    for cmd in [
+        &["LEASE.ACQUIRE", "k", "other", "1000"][..],
+        &["LEASE.ACQUIRE", "free", "other", "1000", "BLOCK", "10"],
+        &["LEASE.RENEW", "k", "owner", &ts, "1000"],
+        &["LEASE.RELEASE", "k", "owner", &ts],
+        &["LEASE.FENCE", "k", &ts],
+    ] {
+        let e = err_of(&mut rc, cmd);
+        assert!(e.starts_with("READONLY"), "{cmd:?}: {e}");
+    }
+    assert_eq!(
+        get(&mut rc, "k").map(|g| (g.0, g.1)),
+        Some((b"owner".to_vec(), t))
+    );
+    assert_eq!(lease_info(&mut rc, "k").map(|i| i.1), Some(t));
+}
