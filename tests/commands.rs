@@ -524,3 +524,57 @@ fn command_info_reports_arity_flags_and_key_positions() {
         .unwrap();
     assert!(format!("{docs:?}").contains("BLOCK"), "{docs:?}");
 }
+
+/// Would catch: an inner command that crashes or wedges the server through the module's
+/// call path. Before script mode was enforced, `WAIT 1 10` tripped a Redis assertion and
+/// killed the server (a client could crash it at will).
+#[test]
+fn fence_refuses_inner_commands_a_script_cannot_run() {
+    let mut s = start();
+    let mut c = s.connection();
+    let t = acquire(&mut c, "k", "a", 30000).unwrap().to_string();
+    // Refused on every server version: commands a script may not run.
+    let refused: &[&[&str]] = &[
+        &["MULTI"],
+        &["EXEC"],
+        &["WATCH", "k"],
+        &["SUBSCRIBE", "ch"],
+        &["MONITOR"],
+        &["CLIENT", "PAUSE", "10"],
+        &["EVAL", "return 1", "0"],
+        &["SHUTDOWN", "NOSAVE"],
+        &["DEBUG", "SLEEP", "0"],
+        &["SAVE"],
+        &["REPLICAOF", "NO", "ONE"],
+        &["PSYNC", "?", "-1"],
+        &["QUIT"],
+        &["RESET"],
+    ];
+    // Refused on 7.0; newer servers run them in scripts without blocking. Either way the
+    // server must answer at once and stay up (7.0 crashed on WAIT before script mode).
+    let must_not_block_or_crash: &[&[&str]] = &[&["WAIT", "1", "10"], &["BLPOP", "l", "1"]];
+    for inner in refused.iter().chain(must_not_block_or_crash) {
+        let mut args = vec!["LEASE.FENCE", "k", &t];
+        args.extend_from_slice(inner);
+        let a: Vec<&[u8]> = args.iter().map(|x| x.as_bytes()).collect();
+        let t0 = std::time::Instant::now();
+        let r = try_cmd::<redis::Value>(&mut c, &a);
+        assert!(
+            t0.elapsed() < Duration::from_millis(900),
+            "{inner:?} blocked"
+        );
+        if refused.contains(inner) {
+            let e = r.expect_err("refused");
+            assert_eq!(e.code(), Some("ERR"), "{inner:?}: {e}");
+        }
+        ping(&mut c);
+        s.assert_alive();
+    }
+    s.assert_alive();
+    // Ordinary writes and reads still go through.
+    let ok: String = redis::cmd("LEASE.FENCE")
+        .arg(&["k", &t, "SET", "x", "y"])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(ok, "OK");
+}

@@ -274,7 +274,10 @@ pub fn fence(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 /// Runs the fenced command as the calling user (`C`: ACL checked against that user, never
-/// more), propagated to replicas/AOF as itself (`!`), with errors returned as replies (`E`).
+/// more), propagated to replicas/AOF as itself (`!`), with errors returned as replies (`E`),
+/// in script mode (`S`): only commands a Lua script may run are allowed. Without `S` a
+/// client could crash the server: `LEASE.FENCE k t WAIT 1 10` trips Redis' assertion that a
+/// module's temporary client never blocks (found by `fence_refuses_inner_commands_a_script_cannot_run`).
 fn run_fenced(ctx: &Context, lease_key: &RedisString, inner: &[RedisString]) -> RedisResult {
     let name = CString::new(inner[0].as_slice()).map_err(|_| {
         fail(LeaseError::BadInnerCommand(
@@ -296,7 +299,7 @@ fn run_fenced(ctx: &Context, lease_key: &RedisString, inner: &[RedisString]) -> 
         call(
             ctx.ctx,
             name.as_ptr(),
-            c"vC!E".as_ptr().cast::<c_char>(),
+            c"vC!ES".as_ptr().cast::<c_char>(),
             argv.as_mut_ptr().add(1),
             argv.len() - 1,
         )
