@@ -5,19 +5,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[(self.next() % v.len() as u64) as usize]
-    }
-}
-
 #[test]
 fn random_hostile_commands_never_crash_the_server() {
     let mut s = start();

@@ -42,14 +42,7 @@ fn debug_reload_keeps_holders_tokens_and_timers() {
     assert!(acquire(&mut c, "freed", "c", 1000).unwrap() > freed);
     // The reloaded short lease still expires on time and wakes a blocked acquirer.
     let t0 = Instant::now();
-    let got: Option<u64> = redis::cmd("LEASE.ACQUIRE")
-        .arg("short")
-        .arg("w")
-        .arg(1000)
-        .arg("BLOCK")
-        .arg(5000)
-        .query(&mut c)
-        .unwrap();
+    let got: Option<u64> = acquire_blocking(&mut c, "short", "w", 1000, 5000);
     assert!(got.is_some(), "waiter woken at expiry after reload");
     assert!(
         t0.elapsed() < Duration::from_millis(1500),
@@ -165,14 +158,7 @@ fn renamed_lease_still_expires_on_time_for_waiters() {
         .query::<()>(&mut c)
         .unwrap();
     let t0 = Instant::now();
-    let got: Option<u64> = redis::cmd("LEASE.ACQUIRE")
-        .arg("new")
-        .arg("w")
-        .arg(1000)
-        .arg("BLOCK")
-        .arg(5000)
-        .query(&mut c)
-        .unwrap();
+    let got: Option<u64> = acquire_blocking(&mut c, "new", "w", 1000, 5000);
     assert!(got.is_some());
     assert!(
         t0.elapsed() < Duration::from_millis(1000),
@@ -228,20 +214,6 @@ fn with_crc(body: &[u8]) -> Vec<u8> {
     let mut v = body.to_vec();
     v.extend_from_slice(&crc64(body).to_le_bytes());
     v
-}
-
-/// Tiny deterministic PRNG (xorshift) so a failure names its seed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 #[test]
@@ -365,14 +337,7 @@ fn swapdb_keeps_expiry_wake_ups_on_time() {
     redis::cmd("SELECT").arg(1).query::<()>(&mut c).unwrap();
     assert!(get(&mut c, "k").is_some(), "the lease moved to db 1");
     let t0 = Instant::now();
-    let got: Option<u64> = redis::cmd("LEASE.ACQUIRE")
-        .arg("k")
-        .arg("w")
-        .arg(1000)
-        .arg("BLOCK")
-        .arg(5000)
-        .query(&mut c)
-        .unwrap();
+    let got: Option<u64> = acquire_blocking(&mut c, "k", "w", 1000, 5000);
     assert!(got.is_some(), "waiter in db 1 served");
     assert!(
         t0.elapsed() < Duration::from_millis(1000),

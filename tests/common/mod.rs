@@ -20,6 +20,42 @@ pub fn acquire(con: &mut Con, key: &str, owner: &str, ttl: u64) -> Option<u64> {
         .expect("acquire")
 }
 
+/// `LEASE.ACQUIRE key owner ttl BLOCK timeout` on this connection (blocks this thread).
+pub fn acquire_blocking(
+    con: &mut Con,
+    key: &str,
+    owner: &str,
+    ttl: u64,
+    timeout: u64,
+) -> Option<u64> {
+    redis::cmd("LEASE.ACQUIRE")
+        .arg(key)
+        .arg(owner)
+        .arg(ttl)
+        .arg("BLOCK")
+        .arg(timeout)
+        .query(con)
+        .expect("blocking acquire")
+}
+
+/// Tiny deterministic PRNG (xorshift) so a randomized test names its seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
+        &v[self.below(v.len())]
+    }
+}
+
 pub fn try_cmd<T: redis::FromRedisValue>(con: &mut Con, args: &[&[u8]]) -> redis::RedisResult<T> {
     let mut c = redis::cmd(std::str::from_utf8(args[0]).expect("ascii command"));
     for a in &args[1..] {
