@@ -26,27 +26,6 @@ fn grace_ms_in(err: &str) -> u64 {
         .unwrap_or_else(|| panic!("{err}"))
 }
 
-fn acquire_block(c: &mut Con, key: &str, owner: &str, ttl: u64, timeout: u64) -> Option<u64> {
-    redis::cmd("LEASE.ACQUIRE")
-        .arg(key)
-        .arg(owner)
-        .arg(ttl)
-        .arg("BLOCK")
-        .arg(timeout)
-        .query(c)
-        .expect("blocking acquire")
-}
-
-fn renew(c: &mut Con, key: &str, owner: &str, token: u64, ttl: u64) -> i64 {
-    redis::cmd("LEASE.RENEW")
-        .arg(key)
-        .arg(owner)
-        .arg(token)
-        .arg(ttl)
-        .query(c)
-        .expect("renew")
-}
-
 const MAX_TTL: u64 = 1500;
 
 /// Would catch: no grace on promotion (the newcomer would get the lost lease at once while
@@ -124,7 +103,7 @@ fn promoted_replica_that_missed_a_grant_waits_out_grace_then_issues_a_higher_tok
     assert_eq!(renew(&mut rc, "known", "k-holder", known, MAX_TTL), 1);
 
     // BLOCK waits through grace and is granted right after it, above the lost token.
-    let token = acquire_block(&mut rc, "lease", "new-leader", 1000, 10_000).expect("granted");
+    let token = acquire_blocking(&mut rc, "lease", "new-leader", 1000, 10_000).expect("granted");
     let waited = promoted_at.elapsed();
     eprintln!("promotion -> grant after grace: {waited:?} (grace {MAX_TTL} ms, ACQUIRE BLOCK)");
     assert!(
@@ -181,7 +160,7 @@ fn check_restart(
             "known lease renews in grace"
         );
     }
-    let t = acquire_block(&mut c, "a", "newcomer", 1000, 10_000).expect("granted after grace");
+    let t = acquire_blocking(&mut c, "a", "newcomer", 1000, 10_000).expect("granted after grace");
     let waited = restarted_at.elapsed();
     eprintln!("restart -> grant after grace: {waited:?} (grace {grace} ms)");
     assert!(
@@ -312,7 +291,7 @@ fn split_brain_of_two_primaries_yields_two_leaders_ordered_only_by_token() {
         .query(&mut rc)
         .expect("promote");
     // The new primary waits out grace and the lapse of the lease it knew, then grants.
-    let new = acquire_block(&mut rc, "lease", "new-leader", 1000, 10_000).expect("granted");
+    let new = acquire_blocking(&mut rc, "lease", "new-leader", 1000, 10_000).expect("granted");
     let fence = |c: &mut Con, token: u64| -> Result<i64, String> {
         redis::cmd("LEASE.FENCE")
             .arg("lease")
@@ -404,7 +383,7 @@ fn split_brain_is_narrowed_by_min_replicas_on_the_old_primary() {
         ],
     );
     assert!(e.starts_with("NOREPLICAS"), "{e}");
-    let new = acquire_block(&mut rc, "lease", "new-leader", 1000, 10_000).expect("granted");
+    let new = acquire_blocking(&mut rc, "lease", "new-leader", 1000, 10_000).expect("granted");
     // By the time the new primary grants, the old primary's lease has lapsed.
     assert_eq!(
         get(&mut pc, "lease"),

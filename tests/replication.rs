@@ -29,25 +29,6 @@ fn assert_same(p: &mut Con, r: &mut Con, key: &str, step: &str) {
     assert_eq!(lease_info(p, key), lease_info(r, key), "{step}: LEASE.INFO");
 }
 
-fn renew(c: &mut Con, key: &str, owner: &str, token: u64, ttl: u64) -> i64 {
-    redis::cmd("LEASE.RENEW")
-        .arg(key)
-        .arg(owner)
-        .arg(token)
-        .arg(ttl)
-        .query(c)
-        .expect("renew")
-}
-
-fn release(c: &mut Con, key: &str, owner: &str, token: u64) -> i64 {
-    redis::cmd("LEASE.RELEASE")
-        .arg(key)
-        .arg(owner)
-        .arg(token)
-        .query(c)
-        .expect("release")
-}
-
 /// Would catch: a command not replicated at all (replica differs), replicated as the
 /// command itself (MONITOR shows LEASE.ACQUIRE/RENEW/RELEASE, which a replica re-judges
 /// against its own clock), a refresh/renew that does not carry the new expiry, a release or

@@ -38,6 +38,25 @@ pub fn acquire_blocking(
         .expect("blocking acquire")
 }
 
+pub fn renew(con: &mut Con, key: &str, owner: &str, token: u64, ttl: u64) -> i64 {
+    redis::cmd("LEASE.RENEW")
+        .arg(key)
+        .arg(owner)
+        .arg(token)
+        .arg(ttl)
+        .query(con)
+        .expect("renew")
+}
+
+pub fn release(con: &mut Con, key: &str, owner: &str, token: u64) -> i64 {
+    redis::cmd("LEASE.RELEASE")
+        .arg(key)
+        .arg(owner)
+        .arg(token)
+        .query(con)
+        .expect("release")
+}
+
 /// Tiny deterministic PRNG (xorshift) so a randomized test names its seed.
 pub struct Rng(pub u64);
 
