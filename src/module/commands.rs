@@ -93,14 +93,10 @@ pub fn try_acquire(
                 .map_err(fail)?;
             let granted = matches!(out, Acquire::Granted { .. });
             if granted || keep_key {
-                let effect = lease.effect(now);
-                let deadline = lease.deadline_mono_us();
                 key.set_value(&LEASE_TYPE, lease)
                     .map_err(|_| fail(LeaseError::WrongType))?;
-                ffi::replicate_effect(ctx.ctx, key_ptr, &effect);
-                if let Some(d) = deadline {
-                    let name = RedisString::string_as_slice(key_ptr);
-                    runtime::ensure_timer(ctx, ffi::selected_db(ctx.ctx), name, d, now);
+                if let Some(stored) = lease_at(&key)? {
+                    runtime::on_held(ctx, key_ptr, stored, now);
                 }
             }
             out

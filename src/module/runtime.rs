@@ -202,8 +202,8 @@ pub fn on_expired(ctx: &Context, key: *mut raw::RedisModuleString, token: u64) {
     ffi::signal_ready(ctx.ctx, key);
 }
 
-/// After a grant or a refresh/renew: replicate the new state and make sure a timer will
-/// fire at the deadline.
+/// After a grant, refresh or renew (or the creation of a free lease key for waiters):
+/// replicate the new state and, if held, make sure a timer will fire at the deadline.
 pub fn on_held(ctx: &Context, key: *mut raw::RedisModuleString, lease: &Lease, now: Now) {
     ffi::replicate_effect(ctx.ctx, key, &lease.effect(now));
     if let Some(deadline) = lease.deadline_mono_us() {
