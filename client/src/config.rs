@@ -116,42 +116,13 @@ impl ElectorConfig {
             .saturating_sub(self.margin)
     }
 
-    /// Refuse configurations that cannot be safe or cannot work.
+    /// Refuse configurations that cannot be safe or cannot work (the rules and their names
+    /// are [`crate::decide::config_problem`]'s). The error reads `rule: why`.
     pub fn validate(&self) -> Result<(), LeaseError> {
-        let bad = |m: &str| Err(LeaseError::Config(m.to_string()));
-        if self.key.is_empty() {
-            return bad("key is empty");
+        match crate::decide::config_problem(self) {
+            Some((rule, why)) => Err(LeaseError::Config(format!("{rule}: {why}"))),
+            None => Ok(()),
         }
-        if self.owner.is_empty() || self.owner.len() > 256 {
-            return bad("owner must be 1..=256 bytes");
-        }
-        if self.ttl < Duration::from_millis(1) {
-            return bad("ttl must be at least 1 ms");
-        }
-        if self.ttl.as_millis() >= (1u128 << 53) {
-            return bad("ttl is too large");
-        }
-        if !(0.0..0.5).contains(&self.drift) {
-            return bad("drift must be in [0, 0.5)");
-        }
-        if self.renew_interval.is_zero() {
-            return bad("renew_interval must be positive");
-        }
-        if self.block_timeout < Duration::from_millis(1) {
-            return bad("block_timeout must be at least 1 ms (0 would block forever)");
-        }
-        // Why: the task is told to stop at `deadline - stop_budget`; if that is not after the
-        // first renewal, a leader would be cancelled before it ever renews.
-        if self.stop_budget + self.renew_interval >= self.lead_time() {
-            return bad("renew_interval + stop_budget must be below ttl*(1-drift)-margin");
-        }
-        if self.op_timeout.is_zero() {
-            return bad("op_timeout must be positive");
-        }
-        if self.backoff_min.is_zero() || self.backoff_max < self.backoff_min {
-            return bad("backoff needs 0 < min <= max");
-        }
-        Ok(())
     }
 }
 

@@ -1,6 +1,10 @@
 //! The election loop's decisions as plain functions of `(config, times, reply)`. No I/O and no
 //! clock reads: every instant is passed in, so each rule is unit-tested with a table of cases.
 //! The async loop ([`crate::Elector::run`]) only executes what these functions return.
+//!
+//! The rules are specified language-neutrally in `docs/client-protocol.md`, and their tests
+//! are the shared decision vectors in `conformance/vectors/*.json`, which every client (this
+//! one: `client/tests/vectors.rs`) loads; there is deliberately no second table here.
 
 use std::time::Duration;
 
@@ -49,6 +53,61 @@ pub fn wait_for(cfg: &ElectorConfig) -> Option<WaitFor> {
     })
 }
 
+/// The first rule a configuration breaks, as `(rule, why)`; `None` if it is usable. Rule
+/// names are shared with every client (`conformance/vectors/config_validate.json`).
+pub fn config_problem(cfg: &ElectorConfig) -> Option<(&'static str, &'static str)> {
+    let ms1 = Duration::from_millis(1);
+    if cfg.key.is_empty() {
+        return Some(("key", "key is empty"));
+    }
+    // Bytes, not characters: the module counts bytes (`lease.max-owner-len`, default 256).
+    if cfg.owner.is_empty() || cfg.owner.len() > 256 {
+        return Some(("owner", "owner must be 1..=256 bytes"));
+    }
+    if cfg.ttl < ms1 {
+        return Some(("ttl", "ttl must be at least 1 ms"));
+    }
+    // Why 2^53: every number on the wire must stay exact in JSON and JavaScript clients.
+    if cfg.ttl.as_millis() >= (1u128 << 53) {
+        return Some(("ttl", "ttl must be below 2^53 ms"));
+    }
+    // Why: a negative drift would push the local deadline past the server's expiry.
+    if !(0.0..0.5).contains(&cfg.drift) {
+        return Some(("drift", "drift must be in [0, 0.5)"));
+    }
+    if cfg.renew_interval.is_zero() {
+        return Some(("renew_interval", "renew_interval must be positive"));
+    }
+    if cfg.block_timeout < ms1 {
+        return Some((
+            "block_timeout",
+            "block_timeout must be at least 1 ms (BLOCK 0 blocks forever)",
+        ));
+    }
+    // Why: the task is told to stop at `deadline - stop_budget`; if that is not after the
+    // first renewal, a leader would be cancelled before it ever renews.
+    if cfg.stop_budget + cfg.renew_interval >= cfg.lead_time() {
+        return Some((
+            "stop_window",
+            "renew_interval + stop_budget must be below ttl*(1-drift)-margin",
+        ));
+    }
+    if cfg.op_timeout.is_zero() {
+        return Some(("op_timeout", "op_timeout must be positive"));
+    }
+    if cfg.backoff_min.is_zero() || cfg.backoff_max < cfg.backoff_min {
+        return Some(("backoff", "backoff needs 0 < min <= max"));
+    }
+    // Why: WAIT takes whole ms and `WAIT n 0` waits forever.
+    if cfg.min_replicas > 0 && cfg.wait_timeout < ms1 {
+        return Some((
+            "wait_timeout",
+            "wait_timeout must be at least 1 ms when min_replicas > 0",
+        ));
+    }
+    None
+}
+
 /// Local deadline of a grant/renewal whose command was *sent* at `sent_at`.
 ///
 /// Why `sent_at` (taken before sending) and not the reply time: the server starts its TTL
@@ -81,11 +140,40 @@ pub fn op_limit(cfg: &ElectorConfig, block: Option<Duration>) -> Duration {
 /// Why full jitter: after a Redis restart, 50 followers that all lost their connection at the
 /// same moment must not reconnect in the same millisecond.
 pub fn backoff(cfg: &ElectorConfig, attempt: u32, unit: f64) -> Duration {
-    let cap = cfg
-        .backoff_min
+    backoff_cap(cfg, attempt).mul_f64(unit.clamp(0.0, 1.0))
+}
+
+/// The upper bound of [`backoff`] for `attempt`: `min(max, min * 2^min(attempt, 20))`. The
+/// exponent is clamped first so a long outage cannot overflow the multiplication.
+pub fn backoff_cap(cfg: &ElectorConfig, attempt: u32) -> Duration {
+    cfg.backoff_min
         .saturating_mul(1u32 << attempt.min(20))
-        .min(cfg.backoff_max);
-    cap.mul_f64(unit.clamp(0.0, 1.0))
+        .min(cfg.backoff_max)
+}
+
+/// Pause after a nil `LEASE.ACQUIRE` reply (`block` = the BLOCK it was sent with).
+///
+/// Why: BLOCK answers nil only after its timeout, so a follower normally asks again at once.
+/// A BLOCKing ask that came back nil in less than half its timeout means something else is
+/// going on (a proxy, a server that does not block) and the follower must not spin on it.
+pub fn not_granted_pause(
+    cfg: &ElectorConfig,
+    block: Option<Duration>,
+    sent_at: Instant,
+    now: Instant,
+    unit: f64,
+) -> Duration {
+    if block.is_some_and(|b| now.saturating_duration_since(sent_at) < b / 2) {
+        backoff(cfg, 0, unit) + cfg.backoff_min
+    } else {
+        Duration::ZERO
+    }
+}
+
+/// A duration as the whole milliseconds the module and `WAIT` take: floored, at least 1.
+/// Why at least 1: `BLOCK 0` and `WAIT n 0` mean "forever", and the module refuses a ttl of 0.
+pub fn wire_ms(d: Duration) -> u64 {
+    (d.as_millis().min(u64::MAX as u128) as u64).max(1)
 }
 
 /// What a follower does after an `LEASE.ACQUIRE` reply.
@@ -231,242 +319,4 @@ pub fn on_renew(
 /// after the process was paused)?
 pub fn must_stop(cfg: &ElectorConfig, deadline: Instant, now: Instant) -> bool {
     now >= stop_at(cfg, deadline)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::error::CommandError;
-
-    type AcqCase<'a> = (
-        &'a ElectorConfig,
-        Duration,
-        Result<Replicated<Option<u64>>, CommandError>,
-        AcquireDecision,
-    );
-    type RenewCase<'a> = (
-        &'a ElectorConfig,
-        Duration,
-        Result<Replicated<bool>, CommandError>,
-        RenewDecision,
-    );
-
-    fn cfg() -> ElectorConfig {
-        // ttl 1000 ms: lead_time = 990 - 10 = 980 ms, stop_budget 200 ms, renew 333 ms.
-        ElectorConfig::new("redis://x/", "k", Duration::from_millis(1000))
-            .with_backoff(Duration::from_millis(50), Duration::from_millis(5000))
-    }
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-    fn granted(t: u64, acked: Option<u32>) -> Result<Replicated<Option<u64>>, CommandError> {
-        Ok(Replicated {
-            value: Some(t),
-            acked,
-        })
-    }
-    fn renewed(ok: bool, acked: Option<u32>) -> Result<Replicated<bool>, CommandError> {
-        Ok(Replicated { value: ok, acked })
-    }
-    fn err(kind: ErrorKind) -> CommandError {
-        CommandError::new(kind, "x")
-    }
-
-    #[test]
-    fn acquire_table() {
-        let c = cfg();
-        let c2 = cfg().with_min_replicas(2, ms(50));
-        let t0 = Instant::now();
-        let lead = |t| AcquireDecision::Lead {
-            token: t,
-            deadline: t0 + ms(980),
-            next_renew: t0 + c.renew_interval,
-        };
-        let cases: Vec<AcqCase> = vec![
-            (&c, ms(1), granted(7, None), lead(7)),
-            // A slow reply still leads if it came before the stop point (980 - 200).
-            (&c, ms(779), granted(7, None), lead(7)),
-            (
-                &c,
-                ms(780),
-                granted(7, None),
-                AcquireDecision::Unconfirmed {
-                    token: 7,
-                    retry_in: ms(0),
-                    why: "late_reply",
-                },
-            ),
-            (
-                &c,
-                ms(1),
-                Ok(Replicated {
-                    value: None,
-                    acked: None,
-                }),
-                AcquireDecision::NotGranted,
-            ),
-            (
-                &c,
-                ms(1),
-                Err(err(ErrorKind::Grace(ms(1234)))),
-                AcquireDecision::Grace(ms(1234)),
-            ),
-            (
-                &c,
-                ms(1),
-                Err(err(ErrorKind::Connection)),
-                AcquireDecision::Backoff(ErrorKind::Connection),
-            ),
-            (
-                &c,
-                ms(1),
-                Err(err(ErrorKind::NoReplicas)),
-                AcquireDecision::Backoff(ErrorKind::NoReplicas),
-            ),
-            (
-                &c2,
-                ms(1),
-                granted(7, Some(1)),
-                AcquireDecision::Unconfirmed {
-                    token: 7,
-                    retry_in: retry_interval(&c2),
-                    why: "replicas_not_acked",
-                },
-            ),
-            (
-                &c2,
-                ms(1),
-                granted(7, None),
-                AcquireDecision::Unconfirmed {
-                    token: 7,
-                    retry_in: retry_interval(&c2),
-                    why: "replicas_not_acked",
-                },
-            ),
-        ];
-        for (i, (c, after, res, want)) in cases.into_iter().enumerate() {
-            assert_eq!(on_acquire(c, t0, t0 + after, &res), want, "case {i}");
-        }
-        let c2lead = on_acquire(&c2, t0, t0 + ms(1), &granted(7, Some(2)));
-        assert!(matches!(c2lead, AcquireDecision::Lead { token: 7, .. }));
-    }
-
-    #[test]
-    fn renew_table() {
-        let c = cfg();
-        let c2 = cfg().with_min_replicas(1, ms(50));
-        let t0 = Instant::now();
-        let old = t0 + ms(500); // current deadline; stop point t0 + 300
-        let sent = t0 + ms(100);
-        let cases: Vec<RenewCase> = vec![
-            (
-                &c,
-                ms(101),
-                renewed(true, None),
-                RenewDecision::Renewed {
-                    deadline: sent + ms(980),
-                    next_renew: sent + c.renew_interval,
-                },
-            ),
-            (
-                &c,
-                ms(101),
-                renewed(false, None),
-                RenewDecision::StepDown(StepDownReason::RenewRejected),
-            ),
-            // Errors: retry a quarter renew interval later, capped at the stop point...
-            (
-                &c,
-                ms(150),
-                Err(err(ErrorKind::Timeout)),
-                RenewDecision::Retry {
-                    at: t0 + ms(150) + retry_interval(&c),
-                    why: "timeout",
-                },
-            ),
-            (
-                &c,
-                ms(290),
-                Err(err(ErrorKind::Connection)),
-                RenewDecision::Retry {
-                    at: t0 + ms(300),
-                    why: "error",
-                },
-            ),
-            // ... and step down once it is reached.
-            (
-                &c,
-                ms(300),
-                Err(err(ErrorKind::Connection)),
-                RenewDecision::StepDown(StepDownReason::DeadlinePassed),
-            ),
-            (
-                &c2,
-                ms(101),
-                renewed(true, Some(0)),
-                RenewDecision::Retry {
-                    at: t0 + ms(101) + retry_interval(&c2),
-                    why: "replicas_not_acked",
-                },
-            ),
-            (
-                &c2,
-                ms(101),
-                renewed(true, Some(1)),
-                RenewDecision::Renewed {
-                    deadline: sent + ms(980),
-                    next_renew: sent + c.renew_interval,
-                },
-            ),
-            // A renewal confirmed after its own stop point is useless.
-            (
-                &c,
-                ms(100 + 780),
-                renewed(true, None),
-                RenewDecision::StepDown(StepDownReason::DeadlinePassed),
-            ),
-        ];
-        for (i, (c, after, res, want)) in cases.into_iter().enumerate() {
-            assert_eq!(on_renew(c, old, sent, t0 + after, &res), want, "case {i}");
-        }
-    }
-
-    #[test]
-    fn backoff_is_capped_exponential_with_full_jitter() {
-        let c = cfg();
-        assert_eq!(backoff(&c, 0, 0.0), ms(0));
-        assert_eq!(backoff(&c, 0, 0.999_999), ms(50).mul_f64(0.999_999));
-        assert_eq!(backoff(&c, 3, 0.5), ms(200));
-        assert_eq!(backoff(&c, 10, 0.5), ms(2500)); // capped at 5 s
-        assert_eq!(backoff(&c, u32::MAX, 1.0), ms(5000));
-    }
-
-    #[test]
-    fn deadline_arithmetic() {
-        let c = cfg();
-        let t0 = Instant::now();
-        assert_eq!(local_deadline(&c, t0), t0 + ms(980));
-        assert_eq!(stop_at(&c, t0 + ms(980)), t0 + ms(780));
-        assert!(!must_stop(&c, t0 + ms(980), t0 + ms(779)));
-        assert!(must_stop(&c, t0 + ms(980), t0 + ms(780)));
-        assert_eq!(op_limit(&c, Some(ms(5000))), ms(5200));
-        assert_eq!(op_limit(&cfg().with_min_replicas(1, ms(30)), None), ms(230));
-    }
-
-    #[test]
-    fn grace_message_parses() {
-        let e = CommandError::from_server(
-            "GRACE",
-            "2345 ms left: lease grants resume after the failover grace period",
-        );
-        assert_eq!(e.kind, ErrorKind::Grace(ms(2345)));
-        assert_eq!(
-            CommandError::from_server("READONLY", "You can't write").kind,
-            ErrorKind::ReadOnly
-        );
-        assert!(matches!(
-            CommandError::from_server("ERR", "ttl too large").kind,
-            ErrorKind::Rejected(_)
-        ));
-    }
 }

@@ -290,11 +290,15 @@ impl<T: Transport> Elector<T> {
                     self.metrics.acquire("not_granted");
                     // Why: BLOCK answers nil only after its timeout; a much faster nil means
                     // something else is going on, and we must not spin on it.
-                    if block.is_some_and(|b| now - sent_at < b / 2) {
-                        self.pause(
-                            decide::backoff(&self.cfg, 0, fastrand::f64()) + self.cfg.backoff_min,
-                        )
-                        .await;
+                    let d = decide::not_granted_pause(
+                        &self.cfg,
+                        block,
+                        sent_at,
+                        now,
+                        fastrand::f64(),
+                    );
+                    if !d.is_zero() {
+                        self.pause(d).await;
                     }
                 }
                 AcquireDecision::Grace(d) => {

@@ -88,10 +88,7 @@ pub struct RedisTransport {
     in_flight: bool,
 }
 
-fn ms(d: Duration) -> u64 {
-    // Why max(1): the module wants positive integers; a sub-millisecond value means "1 ms".
-    (d.as_millis() as u64).max(1)
-}
+use crate::decide::wire_ms as ms;
 
 impl RedisTransport {
     pub fn new(redis_url: &str, connect_timeout: Duration) -> Result<Self, LeaseError> {
@@ -155,7 +152,8 @@ impl RedisTransport {
             .query(
                 redis::cmd("WAIT")
                     .arg(w.replicas)
-                    .arg(w.timeout.as_millis() as u64),
+                    // Never 0: `WAIT n 0` waits forever.
+                    .arg(ms(w.timeout)),
             )
             .await?;
         match v {
