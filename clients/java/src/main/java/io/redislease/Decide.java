@@ -1,0 +1,386 @@
+package io.redislease;
+
+import java.nio.charset.StandardCharsets;
+
+/**
+ * The election loop's decisions as pure functions of (timing, instants, reply). No I/O and no
+ * clock reads: every instant is passed in (nanoseconds of {@link System#nanoTime()}, compared
+ * by subtraction so the arbitrary origin and wrap-around do not matter). {@link LeaderElector}
+ * only executes what these functions return.
+ *
+ * <p>The rules are the ones of docs/client-protocol.md; their tests are the shared vectors in
+ * conformance/vectors/*.json (loaded by {@code VectorsTest}), which every client runs.
+ */
+public final class Decide {
+    private Decide() {}
+
+    static final long MICRO = 1_000L;
+    static final long MILLI = 1_000_000L;
+    static final long SECOND = 1_000_000_000L;
+
+    // ---------------------------------------------------------------- configuration
+
+    /** The timing derived from a TTL; durations derived from T are floored to whole µs. */
+    public static LeaseTiming defaults(long ttlMillis) {
+        long tUs = Math.multiplyExact(ttlMillis, 1_000L);
+        return new LeaseTiming(
+                ttlMillis,
+                0.01,
+                Math.min(tUs / 100, 50_000L) * MICRO,
+                (tUs / 5) * MICRO,
+                (tUs / 3) * MICRO,
+                Math.max(tUs / 5, 50_000L) * MICRO,
+                5 * SECOND,
+                0,
+                (tUs / 10) * MICRO,
+                50 * MILLI,
+                5 * SECOND);
+    }
+
+    /** A refused configuration: the shared rule name and a human explanation. */
+    public record Problem(String rule, String why) {
+        @Override
+        public String toString() {
+            return rule + ": " + why;
+        }
+    }
+
+    /** The first rule a configuration breaks, or null if it is usable. */
+    public static Problem configProblem(LeaseTiming t, String key, String owner) {
+        if (key == null || key.isEmpty()) {
+            return new Problem("key", "key is empty");
+        }
+        // Bytes, not characters: the module counts bytes (lease.max-owner-len, default 256).
+        int ownerBytes = owner == null ? 0 : owner.getBytes(StandardCharsets.UTF_8).length;
+        if (ownerBytes == 0 || ownerBytes > 256) {
+            return new Problem("owner", "owner must be 1..=256 bytes");
+        }
+        if (t.ttlMillis() < 1) {
+            return new Problem("ttl", "ttl must be at least 1 ms");
+        }
+        // Why 2^53: every number on the wire must stay exact in JSON and JavaScript clients.
+        if (t.ttlMillis() >= (1L << 53)) {
+            return new Problem("ttl", "ttl must be below 2^53 ms");
+        }
+        // Why: a negative drift would push the local deadline past the server's expiry.
+        if (!(t.drift() >= 0.0 && t.drift() < 0.5)) {
+            return new Problem("drift", "drift must be in [0, 0.5)");
+        }
+        if (t.renewIntervalNanos() <= 0) {
+            return new Problem("renew_interval", "renew_interval must be positive");
+        }
+        if (t.blockTimeoutNanos() < MILLI) {
+            return new Problem("block_timeout", "block_timeout must be at least 1 ms (BLOCK 0 blocks forever)");
+        }
+        // Why: the task is told to stop at deadline - stop_budget; if that is not after the
+        // first renewal, a leader would be cancelled before it ever renews.
+        if (t.stopBudgetNanos() < 0
+                || satAdd(t.stopBudgetNanos(), t.renewIntervalNanos()) >= leadTimeNanos(t)) {
+            return new Problem("stop_window", "renew_interval + stop_budget must be below ttl*(1-drift)-margin");
+        }
+        if (t.opTimeoutNanos() <= 0) {
+            return new Problem("op_timeout", "op_timeout must be positive");
+        }
+        if (t.backoffMinNanos() <= 0 || t.backoffMaxNanos() < t.backoffMinNanos()) {
+            return new Problem("backoff", "backoff needs 0 < min <= max");
+        }
+        // Why: WAIT takes whole ms and WAIT n 0 waits forever.
+        if (t.minReplicas() > 0 && t.waitTimeoutNanos() < MILLI) {
+            return new Problem("wait_timeout", "wait_timeout must be at least 1 ms when min_replicas > 0");
+        }
+        if (t.minReplicas() < 0) {
+            return new Problem("min_replicas", "min_replicas must not be negative");
+        }
+        return null;
+    }
+
+    // ---------------------------------------------------------------- deadlines
+
+    /**
+     * Usable leadership time per grant/renewal: {@code ttl * (1 - drift) - margin}, at least 0.
+     * Why (1 - drift): our clock may run slow relative to the server's by up to drift. Why the
+     * margin: time passes between checking the deadline and the work that relies on it.
+     */
+    public static long leadTimeNanos(LeaseTiming t) {
+        double scaled = (double) t.ttlMillis() * (double) MILLI * (1.0 - t.drift());
+        long lead = scaled >= (double) Long.MAX_VALUE ? Long.MAX_VALUE : Math.round(scaled);
+        return Math.max(0L, lead - t.marginNanos());
+    }
+
+    /**
+     * Local deadline of a grant/renewal whose command was SENT at {@code sentAt}. Why the
+     * send instant and not the reply: the server starts its TTL when it executes the command,
+     * which is after we sent it, so sentAt + lead time is never after the server's expiry.
+     */
+    public static long localDeadline(LeaseTiming t, long sentAt) {
+        return sentAt + leadTimeNanos(t);
+    }
+
+    /** When the task is told to stop: stop_budget before the deadline, so it HAS stopped by it. */
+    public static long stopAt(LeaseTiming t, long deadline) {
+        return deadline - t.stopBudgetNanos();
+    }
+
+    /** Stop leading on the clock alone (checked whenever the loop or the task wakes up). */
+    public static boolean mustStop(LeaseTiming t, long deadline, long now) {
+        return now - stopAt(t, deadline) >= 0;
+    }
+
+    /**
+     * The loop's own time limit for one command: block + op_timeout (+ wait_timeout when
+     * min_replicas > 0); {@code blockNanos} null = no BLOCK.
+     */
+    public static long opLimitNanos(LeaseTiming t, Long blockNanos) {
+        long wait = t.minReplicas() > 0 ? t.waitTimeoutNanos() : 0L;
+        return satAdd(satAdd(blockNanos == null ? 0L : blockNanos, t.opTimeoutNanos()), wait);
+    }
+
+    /** The WAIT sent on the same connection right after a grant/renewal. */
+    public record WaitFor(int replicas, long timeoutMillis) {}
+
+    /** The WAIT to send after a write that took effect, or null without min_replicas. */
+    public static WaitFor waitFor(LeaseTiming t) {
+        return t.minReplicas() > 0 ? new WaitFor(t.minReplicas(), wireMillis(t.waitTimeoutNanos())) : null;
+    }
+
+    /** A duration as the whole ms the module and WAIT take: floored, at least 1 (0 = forever). */
+    public static long wireMillis(long nanos) {
+        return Math.max(1L, nanos / MILLI);
+    }
+
+    /** Delay before a failed renewal / unconfirmed grant is retried: renew/4, at least 10 ms. */
+    public static long retryIntervalNanos(LeaseTiming t) {
+        return Math.max(t.renewIntervalNanos() / 4, 10 * MILLI);
+    }
+
+    // ---------------------------------------------------------------- backoff
+
+    /** Upper bound of {@link #backoffNanos}: min(max, min * 2^min(attempt, 20)). */
+    public static long backoffCapNanos(LeaseTiming t, long attempt) {
+        // The exponent is clamped first so a long outage cannot overflow the multiplication.
+        int exp = (int) Math.max(0L, Math.min(attempt, 20L));
+        long cap;
+        try {
+            cap = Math.multiplyExact(t.backoffMinNanos(), 1L << exp);
+        } catch (ArithmeticException overflow) {
+            cap = Long.MAX_VALUE;
+        }
+        return Math.min(cap, t.backoffMaxNanos());
+    }
+
+    /**
+     * Capped exponential backoff with full jitter; {@code unit} is a uniform draw in [0, 1).
+     * Why full jitter: 50 followers that lost Redis at the same moment must not reconnect in
+     * the same millisecond.
+     */
+    public static long backoffNanos(LeaseTiming t, long attempt, double unit) {
+        double u = Double.isNaN(unit) ? 0.0 : Math.max(0.0, Math.min(1.0, unit));
+        return Math.round(backoffCapNanos(t, attempt) * u);
+    }
+
+    /**
+     * Pause after a nil ACQUIRE ({@code blockNanos} = the BLOCK it was sent with, or null).
+     * BLOCK answers nil only after its timeout, so a follower normally asks again at once; a
+     * BLOCKing ask that came back nil in less than half its timeout means something else is
+     * going on (a proxy, a server that does not block) and the follower must not spin.
+     */
+    public static long notGrantedPauseNanos(LeaseTiming t, Long blockNanos, long sentAt, long now, double unit) {
+        if (blockNanos != null && now - sentAt < blockNanos / 2) {
+            return backoffNanos(t, 0, unit) + t.backoffMinNanos();
+        }
+        return 0L;
+    }
+
+    // ---------------------------------------------------------------- errors
+
+    /** One failed command: its kind, the grace to wait (GRACE only, else -1) and the message. */
+    public record Failure(ErrorKind kind, long graceNanos, String message) {
+        public static Failure of(ErrorKind kind, String message) {
+            return new Failure(kind, -1L, message);
+        }
+
+        @Override
+        public String toString() {
+            return kind.label() + " (" + message + ")";
+        }
+    }
+
+    /** Classify a server error line by its first word (its code), e.g. {@code GRACE 2345 ms left}. */
+    public static Failure classifyError(String line) {
+        String msg = line == null ? "" : line.strip();
+        String[] words = msg.split("\\s+", 3);
+        String code = words.length > 0 ? words[0] : "";
+        switch (code) {
+            case "GRACE": {
+                // The module's contract: GRACE <ms> ... An unparsable number still means grace;
+                // wait a short default rather than hammering the server.
+                long ms = 100;
+                if (words.length > 1) {
+                    try {
+                        ms = Long.parseLong(words[1]);
+                        if (ms < 0) {
+                            ms = 100;
+                        }
+                    } catch (NumberFormatException e) {
+                        ms = 100;
+                    }
+                }
+                return new Failure(ErrorKind.GRACE, ms * MILLI, msg);
+            }
+            case "READONLY":
+                return Failure.of(ErrorKind.READONLY, msg);
+            case "NOREPLICAS":
+                return Failure.of(ErrorKind.NOREPLICAS, msg);
+            case "LOADING":
+                return Failure.of(ErrorKind.LOADING, msg);
+            case "FENCED":
+                return Failure.of(ErrorKind.FENCED, msg);
+            case "ERR":
+            case "WRONGTYPE":
+                return Failure.of(ErrorKind.REJECTED, msg);
+            default:
+                return Failure.of(ErrorKind.SERVER, msg);
+        }
+    }
+
+    // ---------------------------------------------------------------- acquire
+
+    /** The result of LEASE.ACQUIRE (+ WAIT). */
+    public sealed interface AcquireResult permits Granted, NotGranted, Failed {}
+
+    /** Granted {@code token}; {@code acked} = WAIT's reply, null when no WAIT was sent. */
+    public record Granted(long token, Integer acked) implements AcquireResult {}
+
+    /** nil: not granted (a BLOCK timed out). */
+    public record NotGranted() implements AcquireResult {}
+
+    /** Any failure, already classified (used by both acquire and renew). */
+    public record Failed(Failure failure) implements AcquireResult, RenewResult {}
+
+    /** What a follower does with an ACQUIRE result. */
+    public sealed interface AcquireDecision permits Lead, Unconfirmed, NotGrantedAgain, Grace, Backoff {}
+
+    /** Confirmed grant: lead until {@code deadline}, renew at {@code nextRenew}. */
+    public record Lead(long token, long deadline, long nextRenew) implements AcquireDecision {}
+
+    /**
+     * Granted, but it does not count (replicas did not acknowledge it, or the reply came too
+     * late to leave any leadership time). Do not lead; ask again without BLOCK after
+     * {@code retryInNanos} (same owner: the server refreshes and returns the same token).
+     */
+    public record Unconfirmed(long token, long retryInNanos, String why) implements AcquireDecision {}
+
+    /** Not granted: ask again (after {@link #notGrantedPauseNanos}). */
+    public record NotGrantedAgain() implements AcquireDecision {}
+
+    /** The server is in its grace period for this long. */
+    public record Grace(long waitNanos) implements AcquireDecision {}
+
+    /** Error: back off (exponentially, with jitter) and retry. */
+    public record Backoff(ErrorKind kind) implements AcquireDecision {}
+
+    public static AcquireDecision onAcquire(LeaseTiming t, long sentAt, long now, AcquireResult result) {
+        if (result instanceof NotGranted) {
+            return new NotGrantedAgain();
+        }
+        if (result instanceof Failed f) {
+            Failure e = f.failure();
+            if (e.kind() == ErrorKind.GRACE) {
+                return new Grace(Math.max(0L, e.graceNanos()));
+            }
+            return new Backoff(e.kind());
+        }
+        Granted g = (Granted) result;
+        // Why: with min_replicas, a grant only the primary knows can vanish in a failover to a
+        // replica that never saw it, and the new primary would grant it again. Never lead on it.
+        if (t.minReplicas() > 0 && (g.acked() == null || g.acked() < t.minReplicas())) {
+            // Why not faster: replicas catching up take time; no point in hammering.
+            return new Unconfirmed(g.token(), retryIntervalNanos(t), "replicas_not_acked");
+        }
+        long deadline = localDeadline(t, sentAt);
+        // Why: a reply after the stop point leaves no safe leadership time; starting the task
+        // would mean starting it to kill it. Re-ask without BLOCK at once instead.
+        if (mustStop(t, deadline, now)) {
+            return new Unconfirmed(g.token(), 0L, "late_reply");
+        }
+        return new Lead(g.token(), deadline, sentAt + t.renewIntervalNanos());
+    }
+
+    // ---------------------------------------------------------------- renew
+
+    /** The result of LEASE.RENEW (+ WAIT). */
+    public sealed interface RenewResult permits Renewed, NotHeld, Failed {}
+
+    /** RENEW replied 1; {@code acked} = WAIT's reply, null when no WAIT was sent. */
+    public record Renewed(Integer acked) implements RenewResult {}
+
+    /** RENEW replied 0. */
+    public record NotHeld() implements RenewResult {}
+
+    /** What a leader does with a RENEW result. */
+    public sealed interface RenewDecision permits Extend, StepDown, Retry {}
+
+    /** Renewed and confirmed: new deadline, next renewal. */
+    public record Extend(long deadline, long nextRenew) implements RenewDecision {}
+
+    /** Stop leading now. */
+    public record StepDown(StepDownReason reason) implements RenewDecision {}
+
+    /** The renewal did not count; keep the OLD deadline and try again at {@code at}. */
+    public record Retry(long at, String why) implements RenewDecision {}
+
+    public static RenewDecision onRenew(LeaseTiming t, long deadline, long sentAt, long now, RenewResult result) {
+        long stop = stopAt(t, deadline);
+        // Why 0 wins over everything: it is the server's word that we no longer hold the lease
+        // (expired or taken); the local deadline is no longer backed by anything.
+        if (result instanceof NotHeld) {
+            return new StepDown(StepDownReason.RENEW_REJECTED);
+        }
+        if (result instanceof Renewed r) {
+            // Why: an unacknowledged renewal may be lost in a failover; the new primary then
+            // expires the lease at the OLD expiry, so only the old deadline is backed.
+            if (t.minReplicas() > 0 && (r.acked() == null || r.acked() < t.minReplicas())) {
+                return retry(t, stop, now, "replicas_not_acked");
+            }
+            long fresh = localDeadline(t, sentAt);
+            // The deadline never moves back (a renewal sent before an earlier confirmed one).
+            long newDeadline = fresh - deadline >= 0 ? fresh : deadline;
+            if (mustStop(t, newDeadline, now)) {
+                return new StepDown(StepDownReason.DEADLINE);
+            }
+            return new Extend(newDeadline, sentAt + t.renewIntervalNanos());
+        }
+        Failure f = ((Failed) result).failure();
+        return retry(t, stop, now, f.kind() == ErrorKind.TIMEOUT ? "timeout" : "error");
+    }
+
+    /**
+     * Errors and timeouts say nothing about the lease: the last confirmed deadline still holds,
+     * so keep leading and retrying until the stop point, then step down.
+     */
+    private static RenewDecision retry(LeaseTiming t, long stop, long now, String why) {
+        if (now - stop >= 0) {
+            return new StepDown(StepDownReason.DEADLINE);
+        }
+        long at = now + retryIntervalNanos(t);
+        return new Retry(at - stop > 0 ? stop : at, why);
+    }
+
+    /**
+     * Whether to send LEASE.RELEASE after the task stopped. Not after renew_rejected: the
+     * server already said we do not hold it. After every other reason, so a follower takes
+     * over at once.
+     */
+    public static boolean releaseAfter(StepDownReason reason) {
+        return reason != StepDownReason.RENEW_REJECTED;
+    }
+
+    private static long satAdd(long a, long b) {
+        long r = a + b;
+        // Overflow iff both operands have the same sign and the result's sign differs.
+        if (((a ^ r) & (b ^ r)) < 0) {
+            return a < 0 ? Long.MIN_VALUE : Long.MAX_VALUE;
+        }
+        return r;
+    }
+}
