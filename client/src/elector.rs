@@ -280,8 +280,16 @@ impl<T: Transport> Elector<T> {
                     } else {
                         "unconfirmed"
                     });
-                    warn!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = why,
-                        "grant not confirmed; not leading on it");
+                    // Why two levels: a late reply after a long BLOCK is the normal path of a
+                    // hand-over (protocol R7: one extra non-blocking round trip, counted as
+                    // result="late"); replicas not acknowledging a grant is worth a warning.
+                    if why == "late_reply" {
+                        debug!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = why,
+                            "grant arrived after its stop point; re-asking without BLOCK");
+                    } else {
+                        warn!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = why,
+                            "grant not confirmed; not leading on it");
+                    }
                     self.pause(retry_in).await;
                 }
                 AcquireDecision::NotGranted => {
@@ -290,13 +298,8 @@ impl<T: Transport> Elector<T> {
                     self.metrics.acquire("not_granted");
                     // Why: BLOCK answers nil only after its timeout; a much faster nil means
                     // something else is going on, and we must not spin on it.
-                    let d = decide::not_granted_pause(
-                        &self.cfg,
-                        block,
-                        sent_at,
-                        now,
-                        fastrand::f64(),
-                    );
+                    let d =
+                        decide::not_granted_pause(&self.cfg, block, sent_at, now, fastrand::f64());
                     if !d.is_zero() {
                         self.pause(d).await;
                     }
