@@ -1,0 +1,500 @@
+package lease
+
+// Runs the shared decision vectors (conformance/vectors/*.json, the single source of truth of
+// every client) against decide.go. The files are loaded from the repository, never copied.
+// Strict on purpose: an unknown decision, an unknown key in a case or in its `expect`, or a
+// key missing from `expect` fails the test, so a new rule cannot be skipped silently.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+const vectorsDir = "../../conformance/vectors"
+
+type vectorFile struct {
+	Decision    string `json:"decision"`
+	Description string `json:"description"`
+	Defaults    *struct {
+		Config map[string]json.Number `json:"config"`
+	} `json:"defaults"`
+	Cases []vectorCase `json:"cases"`
+}
+
+type vectorCase struct {
+	Name   string                     `json:"name"`
+	Why    string                     `json:"why"`
+	Config map[string]json.Number     `json:"config"`
+	Input  map[string]json.RawMessage `json:"input"`
+	Expect map[string]json.RawMessage `json:"expect"`
+}
+
+// origin of the vectors' time line; instants are origin + N µs.
+var origin = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(us int64) time.Time         { return origin.Add(time.Duration(us) * time.Microsecond) }
+func sinceOrigin(t time.Time) int64 { return usRound(t.Sub(origin)) }
+func usRound(d time.Duration) int64 { return int64(math.Round(float64(d) / float64(time.Microsecond))) }
+func us(n int64) time.Duration      { return time.Duration(n) * time.Microsecond }
+
+func TestVectors(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join(vectorsDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) == 0 {
+		t.Fatalf("no vector files in %s (run from clients/go; the files are never copied)", vectorsDir)
+	}
+	total := 0
+	for _, path := range paths {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f vectorFile
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil {
+			t.Fatalf("%s: %v", filepath.Base(path), err)
+		}
+		run, ok := deciders[f.Decision]
+		if !ok {
+			t.Fatalf("%s: unknown decision %q", filepath.Base(path), f.Decision)
+		}
+		if len(f.Cases) == 0 {
+			t.Fatalf("%s: no cases", filepath.Base(path))
+		}
+		for _, c := range f.Cases {
+			total++
+			where := fmt.Sprintf("%s / %q", filepath.Base(path), c.Name)
+			cfg := map[string]json.Number{}
+			if f.Defaults != nil {
+				for k, v := range f.Defaults.Config {
+					cfg[k] = v
+				}
+			}
+			for k, v := range c.Config {
+				cfg[k] = v
+			}
+			in := newInput(t, where, c.Input)
+			var p params
+			if len(cfg) > 0 {
+				p = paramsFrom(t, where, cfg)
+			}
+			got := run(t, where, p, in)
+			in.done()
+			compare(t, where, c.Expect, got)
+		}
+	}
+	t.Logf("%d vector files, %d cases", len(paths), total)
+}
+
+// input gives typed access to a case's input and fails on keys the decision did not read.
+type input struct {
+	t     *testing.T
+	where string
+	m     map[string]json.RawMessage
+	used  map[string]bool
+}
+
+func newInput(t *testing.T, where string, m map[string]json.RawMessage) *input {
+	return &input{t: t, where: where, m: m, used: map[string]bool{}}
+}
+
+func (in *input) raw(k string) json.RawMessage {
+	v, ok := in.m[k]
+	if !ok {
+		in.t.Fatalf("%s: input has no %q", in.where, k)
+	}
+	in.used[k] = true
+	return v
+}
+
+func (in *input) isNull(k string) bool { return string(bytes.TrimSpace(in.raw(k))) == "null" }
+
+func (in *input) int(k string) int64 {
+	var n json.Number
+	if err := json.Unmarshal(in.raw(k), &n); err != nil {
+		in.t.Fatalf("%s: input %q: %v", in.where, k, err)
+	}
+	v, err := n.Int64()
+	if err != nil {
+		in.t.Fatalf("%s: input %q: %v", in.where, k, err)
+	}
+	return v
+}
+
+func (in *input) float(k string) float64 {
+	var v float64
+	if err := json.Unmarshal(in.raw(k), &v); err != nil {
+		in.t.Fatalf("%s: input %q: %v", in.where, k, err)
+	}
+	return v
+}
+
+func (in *input) str(k string) string {
+	var v string
+	if err := json.Unmarshal(in.raw(k), &v); err != nil {
+		in.t.Fatalf("%s: input %q: %v", in.where, k, err)
+	}
+	return v
+}
+
+func (in *input) has(k string) bool { _, ok := in.m[k]; return ok }
+
+func (in *input) done() {
+	for k := range in.m {
+		if !in.used[k] {
+			in.t.Errorf("%s: unknown input key %q", in.where, k)
+		}
+	}
+}
+
+func paramsFrom(t *testing.T, where string, cfg map[string]json.Number) params {
+	var p params
+	seen := map[string]bool{}
+	get := func(k string) json.Number {
+		v, ok := cfg[k]
+		if !ok {
+			t.Fatalf("%s: config has no %q", where, k)
+		}
+		seen[k] = true
+		return v
+	}
+	i64 := func(k string) int64 {
+		v, err := get(k).Int64()
+		if err != nil {
+			t.Fatalf("%s: config %q: %v", where, k, err)
+		}
+		return v
+	}
+	p.TTLMillis = i64("ttl_ms")
+	d, err := get("drift").Float64()
+	if err != nil {
+		t.Fatalf("%s: drift: %v", where, err)
+	}
+	p.Drift = d
+	p.Margin = us(i64("margin_us"))
+	p.StopBudget = us(i64("stop_budget_us"))
+	p.RenewInterval = us(i64("renew_interval_us"))
+	p.OpTimeout = us(i64("op_timeout_us"))
+	p.BlockTimeout = us(i64("block_timeout_us"))
+	p.MinReplicas = int(i64("min_replicas"))
+	p.WaitTimeout = us(i64("wait_timeout_us"))
+	p.BackoffMin = us(i64("backoff_min_us"))
+	p.BackoffMax = us(i64("backoff_max_us"))
+	for k := range cfg {
+		if !seen[k] {
+			t.Fatalf("%s: unknown config key %q", where, k)
+		}
+	}
+	return p
+}
+
+func paramsMap(p params) map[string]any {
+	return map[string]any{
+		"ttl_ms":            p.TTLMillis,
+		"drift":             p.Drift,
+		"margin_us":         usRound(p.Margin),
+		"stop_budget_us":    usRound(p.StopBudget),
+		"renew_interval_us": usRound(p.RenewInterval),
+		"op_timeout_us":     usRound(p.OpTimeout),
+		"block_timeout_us":  usRound(p.BlockTimeout),
+		"min_replicas":      int64(p.MinReplicas),
+		"wait_timeout_us":   usRound(p.WaitTimeout),
+		"backoff_min_us":    usRound(p.BackoffMin),
+		"backoff_max_us":    usRound(p.BackoffMax),
+	}
+}
+
+// result reads the `result` object of on_acquire / on_renew.
+func parseError(t *testing.T, where string, m map[string]any) *cmdError {
+	kind, _ := m["kind"].(string)
+	e := &cmdError{Kind: ErrorKind(kind), Msg: "vector"}
+	switch e.Kind {
+	case KindConnection, KindTimeout, KindGrace, KindReadOnly, KindNoReplicas, KindLoading,
+		KindFenced, KindRejected, KindServer, KindProtocol:
+	default:
+		t.Fatalf("%s: unknown error kind %q", where, kind)
+	}
+	if g, ok := m["grace_us"]; ok && g != nil {
+		n, err := g.(json.Number).Int64()
+		if err != nil {
+			t.Fatalf("%s: grace_us: %v", where, err)
+		}
+		e.Grace = us(n)
+	}
+	return e
+}
+
+func resultObject(t *testing.T, where string, in *input) map[string]any {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(in.raw("result")))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		t.Fatalf("%s: result: %v", where, err)
+	}
+	return m
+}
+
+func acked(t *testing.T, where string, m map[string]any) int {
+	v, ok := m["acked"]
+	if !ok {
+		t.Fatalf("%s: result has no acked", where)
+	}
+	if v == nil {
+		return -1
+	}
+	n, err := v.(json.Number).Int64()
+	if err != nil {
+		t.Fatalf("%s: acked: %v", where, err)
+	}
+	return int(n)
+}
+
+type decider func(t *testing.T, where string, p params, in *input) map[string]any
+
+var deciders = map[string]decider{
+	"config_defaults": func(t *testing.T, where string, _ params, in *input) map[string]any {
+		return paramsMap(defaultParams(in.int("ttl_ms")))
+	},
+	"config_validate": func(t *testing.T, where string, p params, in *input) map[string]any {
+		rule, _ := configProblem(p, in.str("key"), in.str("owner"))
+		if rule == "" {
+			return map[string]any{"valid": true, "rule": nil}
+		}
+		return map[string]any{"valid": false, "rule": rule}
+	},
+	"deadline": func(t *testing.T, where string, p params, in *input) map[string]any {
+		d := localDeadline(p, at(in.int("sent_at_us")))
+		return map[string]any{
+			"lead_time_us": usRound(leadTime(p)),
+			"deadline_us":  sinceOrigin(d),
+			"stop_at_us":   sinceOrigin(stopAt(p, d)),
+		}
+	},
+	"op_limit": func(t *testing.T, where string, p params, in *input) map[string]any {
+		if in.isNull("block_us") {
+			return map[string]any{"limit_us": usRound(opLimit(p, 0, false))}
+		}
+		return map[string]any{"limit_us": usRound(opLimit(p, us(in.int("block_us")), true))}
+	},
+	"wait_for": func(t *testing.T, where string, p params, in *input) map[string]any {
+		n, ms, ok := waitFor(p)
+		if !ok {
+			return map[string]any{"wait": nil}
+		}
+		return map[string]any{"wait": map[string]any{"replicas": int64(n), "timeout_ms": ms}}
+	},
+	"retry_interval": func(t *testing.T, where string, p params, in *input) map[string]any {
+		return map[string]any{"retry_us": usRound(retryInterval(p))}
+	},
+	"backoff": func(t *testing.T, where string, p params, in *input) map[string]any {
+		a := in.int("attempt")
+		if a < 0 || a > math.MaxUint32 {
+			t.Fatalf("%s: attempt %d out of range", where, a)
+		}
+		u := in.float("unit")
+		return map[string]any{
+			"cap_us":   usRound(backoffCap(p, uint32(a))),
+			"delay_us": usRound(backoff(p, uint32(a), u)),
+		}
+	},
+	"classify_error": func(t *testing.T, where string, _ params, in *input) map[string]any {
+		var kind ErrorKind
+		var grace time.Duration
+		switch {
+		case in.has("error"):
+			kind, grace = classifyErrorLine(in.str("error"))
+		case in.has("transport"):
+			kind = transportKind(in.str("transport"))
+			if kind == "" {
+				t.Fatalf("%s: unknown transport failure", where)
+			}
+		default:
+			t.Fatalf("%s: neither error nor transport", where)
+		}
+		out := map[string]any{"kind": string(kind), "grace_us": nil}
+		if kind == KindGrace {
+			out["grace_us"] = usRound(grace)
+		}
+		return out
+	},
+	"on_acquire": func(t *testing.T, where string, p params, in *input) map[string]any {
+		m := resultObject(t, where, in)
+		var r acquireResult
+		switch m["reply"] {
+		case "granted":
+			tok, err := m["token"].(json.Number).Int64()
+			if err != nil {
+				t.Fatalf("%s: token: %v", where, err)
+			}
+			r = acquireResult{Token: tok, Acked: acked(t, where, m)}
+		case "nil":
+			r = acquireResult{Token: 0, Acked: -1}
+		case "error":
+			r = acquireResult{Err: parseError(t, where, m)}
+		default:
+			t.Fatalf("%s: unknown acquire reply %v", where, m["reply"])
+		}
+		d := onAcquire(p, at(in.int("sent_at_us")), at(in.int("now_us")), r)
+		switch d.Action {
+		case actLead:
+			return map[string]any{"action": "lead", "token": d.Token, "deadline_us": sinceOrigin(d.Deadline), "next_renew_us": sinceOrigin(d.NextRenew)}
+		case actUnconfirmed:
+			return map[string]any{"action": "unconfirmed", "token": d.Token, "retry_in_us": usRound(d.RetryIn), "why": d.Why}
+		case actNotGranted:
+			return map[string]any{"action": "not_granted"}
+		case actGrace:
+			return map[string]any{"action": "grace", "wait_us": usRound(d.Wait)}
+		case actBackoff:
+			return map[string]any{"action": "backoff", "kind": string(d.Kind)}
+		}
+		t.Fatalf("%s: unknown action %v", where, d.Action)
+		return nil
+	},
+	"not_granted_pause": func(t *testing.T, where string, p params, in *input) map[string]any {
+		var block time.Duration
+		has := !in.isNull("block_us")
+		if has {
+			block = us(in.int("block_us"))
+		}
+		d := notGrantedPause(p, block, has, at(in.int("sent_at_us")), at(in.int("now_us")), in.float("unit"))
+		return map[string]any{"pause_us": usRound(d)}
+	},
+	"on_renew": func(t *testing.T, where string, p params, in *input) map[string]any {
+		m := resultObject(t, where, in)
+		var r renewResult
+		switch m["reply"] {
+		case "renewed":
+			r = renewResult{Renewed: true, Acked: acked(t, where, m)}
+		case "not_held":
+			r = renewResult{Renewed: false, Acked: -1}
+		case "error":
+			r = renewResult{Err: parseError(t, where, m)}
+		default:
+			t.Fatalf("%s: unknown renew reply %v", where, m["reply"])
+		}
+		d := onRenew(p, at(in.int("deadline_us")), at(in.int("sent_at_us")), at(in.int("now_us")), r)
+		switch d.Action {
+		case renRenewed:
+			return map[string]any{"action": "renewed", "deadline_us": sinceOrigin(d.Deadline), "next_renew_us": sinceOrigin(d.NextRenew)}
+		case renStepDown:
+			return map[string]any{"action": "step_down", "reason": string(d.Reason)}
+		case renRetry:
+			return map[string]any{"action": "retry", "at_us": sinceOrigin(d.At), "why": d.Why}
+		}
+		t.Fatalf("%s: unknown action %v", where, d.Action)
+		return nil
+	},
+	"must_stop": func(t *testing.T, where string, p params, in *input) map[string]any {
+		return map[string]any{"stop": mustStop(p, at(in.int("deadline_us")), at(in.int("now_us")))}
+	},
+	"step_down": func(t *testing.T, where string, _ params, in *input) map[string]any {
+		r := StopReason(in.str("reason"))
+		switch r {
+		case ReasonRenewRejected, ReasonDeadline, ReasonResigned, ReasonTaskExited:
+		default:
+			t.Fatalf("%s: unknown reason %q", where, r)
+		}
+		return map[string]any{"release": releaseAfter(r)}
+	},
+}
+
+// compare checks every key of expect against got (and that got has no key expect lacks).
+// Keys ending in _us allow a difference of 1 µs (floating point products, rounding).
+func compare(t *testing.T, where string, expect map[string]json.RawMessage, got map[string]any) {
+	t.Helper()
+	keys := make([]string, 0, len(expect))
+	for k := range expect {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("%s: unknown key %q in expect (this runner does not produce it)", where, k)
+			continue
+		}
+		var e any
+		dec := json.NewDecoder(bytes.NewReader(expect[k]))
+		dec.UseNumber()
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("%s: expect %q: %v", where, k, err)
+		}
+		if msg := equal(k, e, g); msg != "" {
+			t.Errorf("%s: %s: %s", where, k, msg)
+		}
+	}
+	for k := range got {
+		if _, ok := expect[k]; !ok {
+			t.Errorf("%s: expect lacks key %q (got %v)", where, k, got[k])
+		}
+	}
+}
+
+func equal(key string, e, g any) string {
+	switch ev := e.(type) {
+	case nil:
+		if g != nil {
+			return fmt.Sprintf("want null, got %v", g)
+		}
+	case bool, string:
+		if ev != g {
+			return fmt.Sprintf("want %v, got %v", ev, g)
+		}
+	case json.Number:
+		switch gv := g.(type) {
+		case int64:
+			want, err := ev.Int64()
+			if err != nil {
+				return fmt.Sprintf("want %v (not an integer), got %d", ev, gv)
+			}
+			tol := int64(0)
+			if strings.HasSuffix(key, "_us") {
+				tol = 1
+			}
+			if d := want - gv; d > tol || d < -tol {
+				return fmt.Sprintf("want %d, got %d", want, gv)
+			}
+		case float64:
+			want, _ := ev.Float64()
+			if want != gv {
+				return fmt.Sprintf("want %v, got %v", want, gv)
+			}
+		default:
+			return fmt.Sprintf("want %v, got %v (%T)", ev, g, g)
+		}
+	case map[string]any:
+		gm, ok := g.(map[string]any)
+		if !ok {
+			return fmt.Sprintf("want %v, got %v", ev, g)
+		}
+		for k, v := range ev {
+			gv, ok := gm[k]
+			if !ok {
+				return fmt.Sprintf("unknown key %q in expect", k)
+			}
+			if msg := equal(k, v, gv); msg != "" {
+				return k + ": " + msg
+			}
+		}
+		for k := range gm {
+			if _, ok := ev[k]; !ok {
+				return fmt.Sprintf("expect lacks key %q", k)
+			}
+		}
+	default:
+		return fmt.Sprintf("unsupported expected value %v", e)
+	}
+	return ""
+}
