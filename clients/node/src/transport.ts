@@ -1,0 +1,361 @@
+/**
+ * The Redis layer: the exact module commands the loop sends, their reply parsing, and the
+ * connections they run on. Port of client/src/transport.rs on ioredis.
+ *
+ * Connections: the elector never uses the application's ioredis instance directly. It makes
+ * its OWN connections from it (`duplicate()`) or from a URL / options, with the settings in
+ * SAFE_REDIS_OPTIONS, because ioredis' defaults (offline queue, automatic reconnect, resend of
+ * unanswered commands after a reconnect) would run a lease command at a moment the loop no
+ * longer expects. Each `Link` owns one connection and throws it away after any connection
+ * error, timeout or abandoned call; the next call makes a fresh one.
+ */
+import { Cluster, Command, Redis } from "ioredis";
+import type { ClusterNode, ClusterOptions, RedisOptions } from "ioredis";
+import { classifyServerError, TWO_POW_53, type Failure, type WaitFor } from "./decide.js";
+import type { Logger } from "./log.js";
+
+/** An ioredis connection: plain/Sentinel (`Redis`) or `Cluster`. */
+export type RedisConnection = Redis | Cluster;
+
+/**
+ * Where Redis is:
+ * - a URL (`redis://host:port/db`, `rediss://...`),
+ * - ioredis `RedisOptions` (plain, or Sentinel with `sentinels` + `name`),
+ * - an existing `Redis` or `Cluster` instance (its options are copied with `duplicate()`;
+ *   the instance itself is never used, so it is never blocked by BLOCK),
+ * - `{ cluster: nodes, options }` for a Redis Cluster.
+ */
+export type ConnectionSpec =
+  | string
+  | RedisOptions
+  | Redis
+  | Cluster
+  | { cluster: ClusterNode[]; options?: ClusterOptions };
+
+/**
+ * Options forced onto every connection the elector makes, and why:
+ */
+export const SAFE_REDIS_OPTIONS = {
+  // We connect explicitly, inside the operation's own time limit.
+  lazyConnect: true,
+  // A command issued while the link is down must fail NOW (a connection error: the loop backs
+  // off), not wait in the offline queue to be sent later, when its send instant (the base of
+  // the deadline) is stale and the loop may already have given up on it.
+  enableOfflineQueue: false,
+  // No silent reconnect: when the link closes, every pending command is rejected ("Connection
+  // is closed.") and the connection ends. The loop reconnects itself, with its capped,
+  // fully jittered backoff (50 followers must not reconnect in the same millisecond).
+  retryStrategy: (): null => null,
+  // Belt and braces with the above: never keep a command waiting across reconnect attempts.
+  maxRetriesPerRequest: 0,
+  // ioredis' default (true) RESENDS commands that were sent but unanswered when the link broke.
+  // A LEASE.ACQUIRE we abandoned (timeout, resign) would then be granted behind our back, and a
+  // RENEW would run after the loop already decided on its failure.
+  autoResendUnfulfilledCommands: false,
+  autoResubscribe: false,
+  enableAutoPipelining: false,
+  // No per-command timer of ioredis: one value cannot fit both a BLOCKing ACQUIRE (block +
+  // op_timeout) and a RENEW (op_timeout). Link.run() times each operation itself and, on
+  // expiry, destroys the connection (a late reply must never be read by a later command).
+  commandTimeout: undefined,
+  // Integer replies as decimal strings, so that a token >= 2^53 is detected exactly and refused
+  // as a protocol error instead of being rounded to a different (wrong) fencing token.
+  stringNumbers: true,
+  // Lease keys are used exactly as given (ioredis does not know the module's key positions).
+  keyPrefix: undefined,
+  // A reply error is the server's answer, not a reason to reconnect.
+  reconnectOnError: null,
+  readOnly: false,
+} satisfies Partial<RedisOptions>;
+
+/** How each ConnectionSpec becomes a fresh, SAFE connection. */
+export function connectionFactory(spec: ConnectionSpec, connectTimeoutMs: number): () => RedisConnection {
+  const base = { ...SAFE_REDIS_OPTIONS, connectTimeout: connectTimeoutMs };
+  if (typeof spec === "string") return () => new Redis(spec, base);
+  if (spec instanceof Redis) return () => spec.duplicate(base);
+  if (spec instanceof Cluster) {
+    return () =>
+      spec.duplicate([], clusterOptions(spec.options as ClusterOptions, base));
+  }
+  if ("cluster" in spec && Array.isArray(spec.cluster)) {
+    const nodes = spec.cluster;
+    const options = spec.options ?? {};
+    return () => new Cluster(nodes, clusterOptions(options, base));
+  }
+  const options = spec as RedisOptions;
+  return () => new Redis({ ...options, ...base });
+}
+
+function clusterOptions(user: ClusterOptions, base: typeof SAFE_REDIS_OPTIONS & { connectTimeout: number }): ClusterOptions {
+  // Node connections of a Cluster take everything but retryStrategy/offline queue from
+  // redisOptions (ioredis manages those per node: no node reconnect, MOVED refreshes slots).
+  const { retryStrategy: _r, enableOfflineQueue: _q, readOnly: _ro, ...nodeOpts } = base;
+  return {
+    ...user,
+    lazyConnect: true,
+    // Same reasons as SAFE_REDIS_OPTIONS: fail at once while not connected, no silent
+    // reconnect of the whole cluster (the loop makes a new one, with its backoff).
+    enableOfflineQueue: false,
+    clusterRetryStrategy: () => null,
+    // Lease writes must go to the slot's primary.
+    scaleReads: "master",
+    redisOptions: { ...(user.redisOptions ?? {}), ...nodeOpts },
+  };
+}
+
+/** A reply of an unexpected shape (module/client version mismatch, token >= 2^53, ...). */
+export class ProtocolError extends Error {
+  override name = "ProtocolError";
+}
+
+/** The outcome of one bounded operation on a Link. */
+export type Outcome<T> =
+  | { ok: true; value: T }
+  | { ok: false; failure: Failure; message: string }
+  | { ok: false; aborted: true };
+
+/** Classify anything ioredis (or our parsing) threw. */
+export function classifyThrown(e: unknown): { failure: Failure; message: string; dropConnection: boolean } {
+  const message = e instanceof Error ? e.message : String(e);
+  if (e instanceof ProtocolError) {
+    return { failure: { kind: "protocol", graceUs: null }, message, dropConnection: false };
+  }
+  if (e instanceof Error && e.name === "ReplyError") {
+    // The server answered with an error line: classified by its first word; the connection
+    // is fine (the reply was consumed in order).
+    return { failure: classifyServerError(message), message, dropConnection: false };
+  }
+  // Everything else (refused, reset, closed, "Stream isn't writeable", cluster refresh
+  // failures, MaxRetriesPerRequestError): the link is broken or unusable.
+  return { failure: { kind: "connection", graceUs: null }, message, dropConnection: true };
+}
+
+/**
+ * One connection owned by the elector, replaced after any failure. Every call goes through
+ * run(), which bounds it in time and honours an abort signal.
+ */
+export class Link {
+  private conn: RedisConnection | null = null;
+  private ready: Promise<void> | null = null;
+
+  constructor(
+    private readonly factory: () => RedisConnection,
+    private readonly log: Logger,
+    private readonly name: string,
+  ) {}
+
+  private ensure(): { conn: RedisConnection; ready: Promise<void> } {
+    if (this.conn === null || this.ready === null) {
+      const conn = this.factory();
+      // Without a listener ioredis prints "Unhandled error event"; errors reach us through the
+      // commands' rejections anyway.
+      conn.on("error", (err: Error) => this.log.debug("redis connection error", { link: this.name, error: err.message }));
+      this.conn = conn;
+      this.ready = conn.connect().catch((err: unknown) => {
+        this.drop(conn);
+        throw err;
+      });
+    }
+    return { conn: this.conn, ready: this.ready };
+  }
+
+  /** Forget and destroy `conn` (if it is still ours). Pending commands reject; ignored. */
+  drop(conn: RedisConnection | null = this.conn): void {
+    if (conn === null) return;
+    if (conn === this.conn) {
+      this.conn = null;
+      this.ready = null;
+    }
+    try {
+      conn.disconnect();
+    } catch {
+      // already closed
+    }
+  }
+
+  /**
+   * Run `fn` on this link's connection, connecting first if needed, within `limitMs`.
+   * Why the own timer: the server may never answer (partition, SIGSTOPped server). On timeout
+   * or abort the call is abandoned and the connection destroyed: its reply is still in flight
+   * and must never be read as the reply to a later command, nor hold up later commands.
+   */
+  run<T>(limitMs: number, signal: AbortSignal | undefined, fn: (c: RedisConnection) => Promise<T>): Promise<Outcome<T>> {
+    return new Promise<Outcome<T>>((resolve) => {
+      if (signal?.aborted) {
+        resolve({ ok: false, aborted: true });
+        return;
+      }
+      const { conn, ready } = this.ensure();
+      let settled = false;
+      const finish = (o: Outcome<T>, drop: boolean): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        if (drop) this.drop(conn);
+        resolve(o);
+      };
+      const timer = setTimeout(() => {
+        finish(
+          { ok: false, failure: { kind: "timeout", graceUs: null }, message: `no reply within ${Math.round(limitMs)} ms` },
+          true,
+        );
+      }, Math.max(1, limitMs));
+      const onAbort = (): void => finish({ ok: false, aborted: true }, true);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      ready
+        .then(() => fn(conn))
+        .then(
+          (value) => finish({ ok: true, value }, false),
+          (e: unknown) => {
+            const c = classifyThrown(e);
+            finish({ ok: false, failure: c.failure, message: c.message }, c.dropConnection);
+          },
+        );
+    });
+  }
+
+  close(): void {
+    this.drop();
+  }
+}
+
+/**
+ * Send one command routed by `routeKey`.
+ * Why the explicit key: ioredis finds a command's keys only in its built-in command table;
+ * module commands have none there, so a Cluster would send LEASE.* to a random node (a MOVED
+ * round trip every time) and WAIT to a random node (where it would count nothing). Declaring
+ * the lease key routes both to the key's slot owner, on the same node connection, which WAIT
+ * needs (it counts the acks of this connection's own writes).
+ */
+function send(c: RedisConnection, routeKey: string, name: string, args: Array<string | number>): Promise<unknown> {
+  const cmd = new Command(name, args, { replyEncoding: "utf8" });
+  (cmd as unknown as { keys?: Array<string | Buffer> }).keys = [routeKey];
+  c.sendCommand(cmd);
+  return cmd.promise;
+}
+
+const INT = /^-?[0-9]+$/;
+
+/** An integer reply as an exact JS number; anything else (or |n| >= 2^53) is a protocol error. */
+export function parseInteger(v: unknown, what: string): number {
+  if (typeof v === "string" && INT.test(v)) {
+    const b = BigInt(v);
+    if (b < BigInt(TWO_POW_53) && b > -BigInt(TWO_POW_53)) return Number(b);
+  } else if (typeof v === "number" && Number.isSafeInteger(v)) {
+    // A number that reached us rounded is never a safe integer when the true value is >= 2^53
+    // (rounding does not go below 2^53), so this check cannot be fooled either.
+    return v;
+  }
+  throw new ProtocolError(`${what} replied ${JSON.stringify(v)}, not an integer below 2^53`);
+}
+
+/** A fencing token: an integer in [1, 2^53). A token >= 2^53 is a protocol error. */
+export function parseToken(v: unknown, what: string): number {
+  const n = parseInteger(v, what);
+  if (n < 1) throw new ProtocolError(`${what} replied token ${n}, not a positive integer`);
+  return n;
+}
+
+function parseBool01(v: unknown, what: string): boolean {
+  const n = parseInteger(v, what);
+  if (n === 1) return true;
+  if (n === 0) return false;
+  throw new ProtocolError(`${what} replied ${n}, expected 0 or 1`);
+}
+
+/** LEASE.GET reply. */
+export interface LeaseInfo {
+  owner: string;
+  token: number;
+  /** Server-side time to live left, ms. */
+  pttlMs: number;
+}
+
+/**
+ * LEASE.GET: nil, or RESP2 [owner, token, pttl]; RESP3 a map owner/token/pttl (ioredis may
+ * hand a map over as an object, a Map, or a flat [k, v, k, v] array).
+ */
+export function parseLeaseInfo(v: unknown): LeaseInfo | null {
+  if (v === null || v === undefined) return null;
+  let owner: unknown;
+  let token: unknown;
+  let pttl: unknown;
+  if (Array.isArray(v) && v.length === 3) {
+    [owner, token, pttl] = v as unknown[];
+  } else if (Array.isArray(v) && v.length === 6) {
+    const m = new Map<unknown, unknown>();
+    for (let i = 0; i < 6; i += 2) m.set(v[i], v[i + 1]);
+    [owner, token, pttl] = [m.get("owner"), m.get("token"), m.get("pttl")];
+  } else if (v instanceof Map) {
+    [owner, token, pttl] = [v.get("owner"), v.get("token"), v.get("pttl")];
+  } else if (typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    [owner, token, pttl] = [o["owner"], o["token"], o["pttl"]];
+  } else {
+    throw new ProtocolError(`LEASE.GET replied ${JSON.stringify(v)}`);
+  }
+  if (typeof owner !== "string") throw new ProtocolError("LEASE.GET owner is not a string");
+  const ms = parseInteger(pttl, "LEASE.GET pttl");
+  if (ms < 0) throw new ProtocolError(`LEASE.GET pttl ${ms}`);
+  return { owner, token: parseToken(token, "LEASE.GET token"), pttlMs: ms };
+}
+
+/** ACQUIRE's value: the token (null = not granted) and, when WAIT was sent, the acks. */
+export interface Granted {
+  token: number | null;
+  acked: number | null;
+}
+
+/** WAIT n timeout on the same connection, right after the write it confirms. */
+async function wait(c: RedisConnection, key: string, w: WaitFor): Promise<number> {
+  const n = parseInteger(await send(c, key, "WAIT", [w.replicas, w.timeoutMs]), "WAIT");
+  if (n < 0) throw new ProtocolError(`WAIT replied ${n}`);
+  return n;
+}
+
+/** `LEASE.ACQUIRE key owner ttl [BLOCK ms]` (+ WAIT when granted and `w` is set). */
+export async function acquire(
+  c: RedisConnection,
+  key: string,
+  owner: string,
+  ttlMs: number,
+  blockMs: number | null,
+  w: WaitFor | null,
+): Promise<Granted> {
+  const args: Array<string | number> = [key, owner, ttlMs];
+  if (blockMs !== null) args.push("BLOCK", blockMs);
+  const v = await send(c, key, "LEASE.ACQUIRE", args);
+  const token = v === null ? null : parseToken(v, "LEASE.ACQUIRE");
+  const acked = token !== null && w !== null ? await wait(c, key, w) : null;
+  return { token, acked };
+}
+
+/** `LEASE.RENEW key owner token ttl` (+ WAIT when renewed and `w` is set). */
+export async function renew(
+  c: RedisConnection,
+  key: string,
+  owner: string,
+  token: number,
+  ttlMs: number,
+  w: WaitFor | null,
+): Promise<{ renewed: boolean; acked: number | null }> {
+  const renewed = parseBool01(await send(c, key, "LEASE.RENEW", [key, owner, token, ttlMs]), "LEASE.RENEW");
+  const acked = renewed && w !== null ? await wait(c, key, w) : null;
+  return { renewed, acked };
+}
+
+/** `LEASE.RELEASE key owner token`: true if it was held and is now free. */
+export async function release(c: RedisConnection, key: string, owner: string, token: number): Promise<boolean> {
+  return parseBool01(await send(c, key, "LEASE.RELEASE", [key, owner, token]), "LEASE.RELEASE");
+}
+
+/** `LEASE.GET key`. */
+export async function get(c: RedisConnection, key: string): Promise<LeaseInfo | null> {
+  return parseLeaseInfo(await send(c, key, "LEASE.GET", [key]));
+}
+
+/** `LEASE.FENCE key token`: remaining ms of the live lease if `token` is current; FENCED error if stale. */
+export async function fence(c: RedisConnection, key: string, token: number): Promise<number> {
+  return parseInteger(await send(c, key, "LEASE.FENCE", [key, token]), "LEASE.FENCE");
+}
