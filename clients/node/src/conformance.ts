@@ -1,0 +1,273 @@
+/**
+ * The conformance elector: one elector PROCESS driven by the fault harness
+ * (docs/conformance.md; the Rust version is harness/src/elector.rs).
+ *
+ *   node dist/conformance.js --id ID --redis URL --resource HOST:PORT --out PATH
+ *                            --ttl-ms N --key KEY --mode safe|ignore-deadline
+ *
+ * History: JSON lines appended to --out, `t`/`deadline` in ns of CLOCK_MONOTONIC
+ * (process.hrtime.bigint()). Library logs: JSON lines on stderr.
+ */
+import { closeSync, openSync, writeSync } from "node:fs";
+import { Socket } from "node:net";
+import { randomBytes } from "node:crypto";
+import { Elector, type Lease } from "./elector.js";
+import { jsonLogger } from "./log.js";
+
+const PREP_MS = 15;
+const PERIOD_MS = 25;
+const LINGER_TTLS = 3;
+const HARD_STOP_MS = 600_000;
+
+type Args = Record<string, string>;
+
+function parseArgs(argv: string[]): Args {
+  const known = new Set(["--id", "--redis", "--resource", "--out", "--ttl-ms", "--key", "--mode"]);
+  const out: Args = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    const k = argv[i] ?? "";
+    const v = argv[i + 1];
+    if (!known.has(k)) throw new Error(`unknown argument ${k}`);
+    if (v === undefined) throw new Error(`${k} needs a value`);
+    if (k in out) throw new Error(`${k} given twice`);
+    out[k] = v;
+  }
+  for (const k of ["--id", "--redis", "--resource", "--out"]) {
+    if (!(k in out)) throw new Error(`${k} is required`);
+  }
+  return out;
+}
+
+/** ns of CLOCK_MONOTONIC (libuv's hrtime is CLOCK_MONOTONIC on Linux). */
+const monoNs = (): bigint => process.hrtime.bigint();
+
+/** A deadline on the performance.now() line (ms) as CLOCK_MONOTONIC ns; 0 when none. */
+function deadlineNs(deadlineMs: number | null): bigint {
+  if (deadlineMs === null) return 0n;
+  const ns = monoNs();
+  const p = performance.now();
+  return ns + BigInt(Math.round((deadlineMs - p) * 1e6));
+}
+
+/** One JSON object per line, written synchronously (a kill loses at most the line in progress). */
+class History {
+  private readonly fd: number;
+  constructor(path: string) {
+    this.fd = openSync(path, "a");
+  }
+  write(ev: Record<string, string | number | boolean | bigint>): void {
+    // bigint as bare digits: `t` may exceed 2^53 ns on a machine up for > 104 days.
+    const line = JSON.stringify(ev, (_k, v: unknown) => (typeof v === "bigint" ? `\u0000${v.toString()}` : v)).replace(
+      /"\\u0000(\d+)"/g,
+      "$1",
+    );
+    writeSync(this.fd, line + "\n");
+  }
+  close(): void {
+    closeSync(this.fd);
+  }
+}
+
+/** The fencing resource: `W <token> <writer> <seq>` -> `OK` | `FENCED n` | `ERR why`. */
+class ResourceClient {
+  private sock: Socket | null = null;
+  private buf = "";
+  private waiting: ((line: string | null) => void) | null = null;
+
+  constructor(private readonly addr: string) {}
+
+  private connect(): Promise<Socket> {
+    const i = this.addr.lastIndexOf(":");
+    const host = this.addr.slice(0, i);
+    const port = Number(this.addr.slice(i + 1));
+    return new Promise((resolve, reject) => {
+      const s = new Socket();
+      s.setNoDelay(true);
+      s.once("error", reject);
+      s.connect(port, host, () => {
+        s.off("error", reject);
+        s.on("error", () => this.fail(s));
+        s.on("close", () => this.fail(s));
+        s.on("data", (d: Buffer) => {
+          this.buf += d.toString("utf8");
+          const nl = this.buf.indexOf("\n");
+          if (nl >= 0) {
+            const line = this.buf.slice(0, nl);
+            this.buf = this.buf.slice(nl + 1);
+            const w = this.waiting;
+            this.waiting = null;
+            w?.(line);
+          }
+        });
+        resolve(s);
+      });
+    });
+  }
+
+  private fail(s: Socket): void {
+    if (this.sock === s) this.sock = null;
+    s.destroy();
+    const w = this.waiting;
+    this.waiting = null;
+    w?.(null);
+  }
+
+  /** True if the resource accepted the write; false for FENCED, ERR or a broken connection. */
+  async write(token: number, writer: string, seq: number): Promise<boolean> {
+    try {
+      if (this.sock === null) {
+        this.buf = "";
+        this.sock = await this.connect();
+      }
+      const s = this.sock;
+      const line = await new Promise<string | null>((resolve) => {
+        const timer = setTimeout(() => {
+          this.waiting = null;
+          resolve(null);
+        }, 5000);
+        this.waiting = (l) => {
+          clearTimeout(timer);
+          resolve(l);
+        };
+        s.write(`W ${token} ${writer} ${seq}\n`);
+      });
+      if (line === null) {
+        this.fail(s);
+        return false;
+      }
+      return line.trim() === "OK";
+    } catch {
+      if (this.sock) this.fail(this.sock);
+      return false;
+    }
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Sleep `ms`, or less if `signal` aborts first. */
+function sleepOrAbort(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = (): void => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+async function main(): Promise<void> {
+  const a = parseArgs(process.argv.slice(2));
+  const id = a["--id"] as string;
+  const ttlMs = Number(a["--ttl-ms"] ?? "1000");
+  const key = a["--key"] ?? "chaos:leader";
+  const mode = a["--mode"] ?? "safe";
+  if (mode !== "safe" && mode !== "ignore-deadline") throw new Error(`unknown --mode ${mode}`);
+  const unsafeLinger = mode === "ignore-deadline";
+  const rec = new History(a["--out"] as string);
+  // The owner starts with our id, so the orchestrator can map LEASE.GET's owner to us.
+  const owner = `${id}-${process.pid}-${randomBytes(4).toString("hex")}`;
+  rec.write({ ev: "start", t: monoNs(), elector: id, pid: process.pid, owner, mode });
+
+  const elector = new Elector({
+    redis: a["--redis"] as string,
+    key,
+    ttlMs,
+    owner,
+    // Reconnect backoff capped at one TTL (library default 5 s): the harness measures
+    // "Redis back -> next grant", which the cap bounds.
+    backoffMinMs: 50,
+    backoffMaxMs: ttlMs,
+    logger: jsonLogger((l) => process.stderr.write(l), process.env["LEASE_LOG"] === "debug" ? "debug" : "info"),
+  });
+  const resource = a["--resource"] as string;
+
+  let exiting = false;
+  process.on("SIGTERM", () => {
+    if (exiting) return;
+    exiting = true;
+    rec.write({ ev: "resign", t: monoNs() });
+    void elector.resign();
+  });
+
+  const write = async (res: ResourceClient, token: number, seq: number): Promise<void> => {
+    const ok = await res.write(token, id, seq);
+    rec.write({ ev: "ack", t: monoNs(), token, seq, ok });
+  };
+
+  /** The bug under test (ignore-deadline): work detached from the lease's lifetime. */
+  const unsafeLoop = async (lease: Lease): Promise<void> => {
+    const res = new ResourceClient(resource);
+    const hardStop = performance.now() + HARD_STOP_MS;
+    let stopAfter: number | null = null;
+    let seq = 0;
+    while (performance.now() < hardStop) {
+      if (lease.signal.aborted && stopAfter === null) stopAfter = performance.now() + LINGER_TTLS * ttlMs;
+      if (stopAfter !== null && performance.now() >= stopAfter) break;
+      seq += 1;
+      rec.write({ ev: "check", t: monoNs(), token: lease.token, seq, deadline: deadlineNs(lease.deadline) });
+      await sleep(PREP_MS);
+      await write(res, lease.token, seq);
+      await sleep(PERIOD_MS);
+    }
+    rec.write({ ev: "stop", t: monoNs(), token: lease.token, why: "unsafe linger over" });
+  };
+
+  const reign = async (lease: Lease): Promise<void> => {
+    const token = lease.token;
+    rec.write({ ev: "grant", t: monoNs(), token, deadline: deadlineNs(lease.deadline) });
+    if (unsafeLinger) {
+      void unsafeLoop(lease);
+      await new Promise<void>((r) => lease.signal.addEventListener("abort", () => r(), { once: true }));
+      return;
+    }
+    const res = new ResourceClient(resource);
+    let seq = 0;
+    let why: string;
+    for (;;) {
+      // The check: decided here, on the monotonic clock, right before acting.
+      if (!lease.isLeader()) {
+        why = "not leader at check";
+        break;
+      }
+      seq += 1;
+      rec.write({ ev: "check", t: monoNs(), token, seq, deadline: deadlineNs(lease.deadline) });
+      // Prepare: the window where a pause turns a write stale (only fencing saves it).
+      await sleep(PREP_MS);
+      await write(res, token, seq);
+      await sleepOrAbort(PERIOD_MS, lease.signal);
+      if (lease.signal.aborted) {
+        why = "cancelled";
+        break;
+      }
+    }
+    rec.write({ ev: "stop", t: monoNs(), token, why });
+  };
+
+  let why: string;
+  try {
+    // run() returns when the task finishes; ours only returns when leadership ends, so
+    // campaign again until resigned.
+    for (;;) {
+      const outcome = await elector.run(reign);
+      if (outcome.kind === "resigned") {
+        why = "resigned";
+        break;
+      }
+    }
+  } catch (e) {
+    why = `error: ${e instanceof Error ? e.message : String(e)}`;
+  }
+  rec.write({ ev: "exit", t: monoNs(), why });
+  rec.close();
+  // Detached unsafe writers must not outlive the process's intent.
+  process.exit(0);
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`conformance elector: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(2);
+});
