@@ -1,0 +1,440 @@
+"""The election loop, written once for the sync and the asyncio elector.
+
+The loop is a generator that *yields* the I/O it needs (:class:`Command`, :class:`Sleep`,
+:class:`StartTask`, :class:`StopTask`) and is *sent* the outcome. The sync driver
+(``redis_lease.sync``) executes these with threads and blocking sockets, the asyncio driver
+(``redis_lease.asyncio``) with ``redis.asyncio`` and tasks. Everything else - which command,
+when, what a reply means (``redis_lease.decide``), logs, metrics, published state - lives here,
+so the two APIs cannot drift apart.
+
+Times are integer microseconds of ``time.monotonic_ns() // 1000`` (CLOCK_MONOTONIC on Linux,
+the same base as ``time.monotonic()``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Generator, Optional, Tuple, Union
+
+from . import _wire, decide
+from .decide import Config, Failed
+from .metrics import KeyMetrics
+
+log = logging.getLogger("redis_lease")
+
+
+def now_us() -> int:
+    return time.monotonic_ns() // 1000
+
+
+def default_owner() -> str:
+    """``host-pid-random``: unique per process incarnation, so a restarted process never
+    inherits (and silently "refreshes") the lease of its previous life."""
+    host = socket.gethostname() or "unknown"
+    return f"{host}-{os.getpid()}-{random.getrandbits(32):08x}"
+
+
+# ---------------------------------------------------------------------------------------------
+# State shared with the task and observers
+
+
+class Term:
+    """One reign: token, current local deadline and stop point (updated by renewals), and
+    whether it ended. Written by the loop only; read from any thread (attribute reads and
+    writes of ints/bools are atomic in CPython)."""
+
+    __slots__ = ("token", "deadline_us", "stop_at_us", "ended")
+
+    def __init__(self, token: int, deadline_us: int, stop_at_us: int) -> None:
+        self.token = token
+        self.deadline_us = deadline_us
+        self.stop_at_us = stop_at_us
+        self.ended = False
+
+    def leading(self) -> bool:
+        # Reads the clock on every call: right even as the first instruction after a pause.
+        return not self.ended and now_us() < self.stop_at_us
+
+
+@dataclass(frozen=True)
+class Leadership:
+    """What this elector is right now (passed to ``on_change`` on every transition).
+
+    ``deadline`` is the local deadline on the ``time.monotonic()`` clock (None as follower);
+    ``reason`` is ``acquired`` for a new reign, else the step-down reason."""
+
+    is_leader: bool
+    token: Optional[int] = None
+    deadline: Optional[float] = None
+    reason: str = "start"
+
+
+FOLLOWER = Leadership(False)
+
+# ---------------------------------------------------------------------------------------------
+# What the loop asks its driver to do
+
+
+class _Quit:
+    """Sent back instead of a result when resign() interrupted the operation."""
+
+    def __repr__(self) -> str:
+        return "QUIT"
+
+
+QUIT = _Quit()
+TIMER = "timer"
+TASK_DONE = "task"
+
+
+@dataclass(frozen=True)
+class Command:
+    """Send ``args`` on ``channel``'s connection and read one reply, within ``until_us``.
+
+    Channels: ``acquire`` (the follower's connection: BLOCK replies take up to the block
+    timeout, so its read timeout is longer than the block) and ``ctl`` (RENEW, RELEASE, GET).
+    The driver returns the raw reply, a :class:`Failed`, or QUIT (only if ``interruptible``).
+    An abandoned command (time limit, resign) discards its connection: a late reply must never
+    be read as the reply to a later command."""
+
+    channel: str
+    args: _wire.Args
+    until_us: int
+    interruptible: bool = True
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Sleep until ``until_us``; wake early on resign (-> QUIT) or when the running task
+    returned (-> TASK_DONE). Else -> TIMER."""
+
+    until_us: int
+
+
+@dataclass(frozen=True)
+class StartTask:
+    """Start the user's task for this reign (thread / asyncio task)."""
+
+    term: Term
+
+
+@dataclass(frozen=True)
+class StopTask:
+    """Fire the task's stop signal, then wait for it until ``until_us``. -> :class:`TaskEnd`."""
+
+    until_us: int
+
+
+@dataclass
+class TaskEnd:
+    done: bool
+    value: Any = None
+    error: Optional[BaseException] = None
+
+
+Op = Union[Command, Sleep, StartTask, StopTask]
+Loop = Generator[Op, Any, Tuple[bool, Any]]
+
+
+class Resigned(Exception):
+    """Internal: ends the loop after resign()."""
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class Campaign:
+    """The state of one elector's loop (shared by all its runs)."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        key: str,
+        owner: str,
+        metrics: KeyMetrics,
+        on_change: Optional[Callable[[Leadership], None]],
+        channels_ready: Callable[[], None] = lambda: None,
+    ) -> None:
+        problem = decide.config_problem(cfg, key, owner)
+        if problem is not None:
+            raise ValueError(f"invalid configuration: {problem[0]}: {problem[1]}")
+        self.cfg = cfg
+        self.key = key
+        self.owner = owner
+        self.metrics = metrics
+        self.on_change = on_change
+        self.state: Leadership = FOLLOWER
+        self.redis_up: Optional[bool] = None
+        self._rng = random.Random()
+        self._lock = threading.Lock()
+
+    # -- logging / metrics / publishing ------------------------------------------------------
+
+    def _ctx(self, token: Optional[int], reason: str) -> dict[str, Any]:
+        return {"key": self.key, "owner": self.owner, "token": token, "reason": reason}
+
+    def publish(self, s: Leadership) -> None:
+        self.state = s
+        if self.on_change is not None:
+            try:
+                self.on_change(s)
+            except Exception:  # an observer's bug must not break the election loop
+                log.exception("on_change callback failed key=%s owner=%s", self.key, self.owner)
+
+    def observe(self, op: str, res: object) -> None:
+        """Count errors; log when Redis becomes unreachable and when it is back."""
+        if isinstance(res, Failed):
+            self.metrics.redis_error(op, res.kind)
+            up = not res.unreachable
+            if up and res.kind != decide.ErrorKinds.GRACE:
+                log.warning(
+                    "redis error key=%s owner=%s op=%s kind=%s error=%s",
+                    self.key, self.owner, op, res.kind, res.message,
+                    extra=self._ctx(None, res.kind),
+                )
+        else:
+            up = True
+        if self.redis_up is not up:
+            if up and self.redis_up is False:
+                log.info("redis reachable again key=%s owner=%s", self.key, self.owner,
+                         extra=self._ctx(None, "reachable"))
+            elif not up and isinstance(res, Failed):
+                log.warning("redis unreachable key=%s owner=%s op=%s error=%s",
+                            self.key, self.owner, op, res.message, extra=self._ctx(None, res.kind))
+            self.redis_up = up
+            self.metrics.redis_up(up)
+
+    def unit(self) -> float:
+        return self._rng.random()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self, quit_requested: Callable[[], bool]) -> Loop:
+        """Campaign; lead while elected. Returns ``(resigned, task_value)``; re-raises the
+        task's exception (after releasing the lease)."""
+        cfg = self.cfg
+        attempt = 0
+        # A grant the server gave us that we may not use yet (not acked by replicas, or too
+        # late). We hold it on the server, so we re-ask without BLOCK; same owner = refresh.
+        unconfirmed: Optional[int] = None
+        while True:
+            if quit_requested():
+                yield from self._release_stray(unconfirmed is not None)
+                return (True, None)
+            block = None if unconfirmed is not None else cfg.block_timeout_us
+            # Why before sending: the deadline must count from a point no later than the
+            # moment the server starts the TTL.
+            sent_at = now_us()
+            until = sent_at + decide.op_limit_us(cfg, block)
+            raw = yield Command("acquire", _wire.acquire_cmd(self.key, self.owner, cfg.ttl_ms, block), until)
+            if raw is QUIT:
+                # The abandoned ACQUIRE may still have been granted on the server.
+                yield from self._release_stray(True)
+                return (True, None)
+            res: decide.AcquireResult
+            tok = raw if isinstance(raw, Failed) else _wire.parse_token(raw)
+            if isinstance(tok, Failed):
+                res = tok
+            elif tok is None:
+                res = decide.NotGranted()
+            else:
+                res = decide.Granted(tok, None)
+                wait = decide.wait_for(cfg)
+                if wait is not None:
+                    # WAIT counts acks of this connection's writes: same channel, right after.
+                    w = yield Command("acquire", _wire.wait_cmd(wait), until)
+                    if w is QUIT:
+                        yield from self._release_stray(True)
+                        return (True, None)
+                    a = w if isinstance(w, Failed) else _wire.parse_acks(w)
+                    res = a if isinstance(a, Failed) else decide.Granted(tok, a)
+            now = now_us()
+            self.observe("acquire", res)
+            action = decide.on_acquire(cfg, sent_at, now, res)
+            if isinstance(action, decide.Lead):
+                attempt = 0
+                unconfirmed = None
+                self.metrics.acquire("granted")
+                outcome = yield from self._lead(action, quit_requested)
+                if outcome is not None:
+                    return outcome
+            elif isinstance(action, decide.Unconfirmed):
+                attempt = 0
+                unconfirmed = action.token
+                if action.why == "late_reply":
+                    # Normal after a BLOCK that waited longer than the stop window: re-ask at
+                    # once without BLOCK (the server refreshes our grant, same token).
+                    self.metrics.acquire("late")
+                    log.debug("late grant; re-asking without BLOCK key=%s owner=%s token=%s reason=%s",
+                              self.key, self.owner, action.token, action.why,
+                              extra=self._ctx(action.token, action.why))
+                else:
+                    self.metrics.acquire("unconfirmed")
+                    log.warning("grant not confirmed; not leading on it key=%s owner=%s token=%s reason=%s",
+                                self.key, self.owner, action.token, action.why,
+                                extra=self._ctx(action.token, action.why))
+                if action.retry_in_us > 0 and (yield Sleep(now_us() + action.retry_in_us)) is QUIT:
+                    continue
+            elif isinstance(action, decide.NotGrantedAction):
+                attempt = 0
+                unconfirmed = None
+                self.metrics.acquire("not_granted")
+                pause = decide.not_granted_pause_us(cfg, block, sent_at, now, self.unit())
+                if pause > 0:
+                    yield Sleep(now_us() + pause)
+            elif isinstance(action, decide.GraceWait):
+                self.metrics.acquire("grace")
+                log.info("server in grace period; waiting key=%s owner=%s grace_ms=%d",
+                         self.key, self.owner, action.wait_us // 1000, extra=self._ctx(None, "grace"))
+                yield Sleep(now_us() + action.wait_us)
+            else:
+                self.metrics.acquire("error")
+                pause = decide.backoff_us(cfg, attempt, self.unit())
+                attempt += 1
+                log.debug("acquire failed; backing off key=%s owner=%s kind=%s backoff_ms=%d attempt=%d",
+                          self.key, self.owner, action.kind, pause // 1000, attempt,
+                          extra=self._ctx(None, action.kind))
+                yield Sleep(now_us() + pause)
+
+    def _lead(self, grant: decide.Lead, quit_requested: Callable[[], bool]) -> Generator[Op, Any, Optional[Tuple[bool, Any]]]:
+        cfg = self.cfg
+        token = grant.token
+        term = Term(token, grant.deadline_us, decide.stop_at_us(cfg, grant.deadline_us))
+        next_renew = grant.next_renew_us
+        deadline_s = grant.deadline_us / 1e6
+        self.metrics.leader(token, deadline_s)
+        self.publish(Leadership(True, token, deadline_s, "acquired"))
+        log.info("became leader key=%s owner=%s token=%s reason=acquired lead_ms=%d",
+                 self.key, self.owner, token, (grant.deadline_us - now_us()) // 1000,
+                 extra=self._ctx(token, "acquired"))
+        yield StartTask(term)
+        reason: str
+        while True:
+            stop = term.stop_at_us
+            now = now_us()
+            # Why first: past the stop point nothing else matters, not even a renewal that
+            # could still succeed (the task would be running on an unbacked lease).
+            if now >= stop:
+                reason = "deadline"
+                break
+            if now < next_renew:
+                woke = yield Sleep(min(stop, next_renew))
+                if now_us() >= term.stop_at_us:
+                    reason = "deadline"
+                    break
+                if woke is QUIT:
+                    reason = "resigned"
+                    break
+                if woke == TASK_DONE:
+                    reason = "task_exited"
+                    break
+                continue
+            sent_at = now_us()
+            # Why: this may be the first instruction after a long pause (SIGSTOP, GC, VM
+            # freeze); re-check the clock before trusting the leadership we think we have.
+            if decide.must_stop(cfg, term.deadline_us, sent_at):
+                reason = "deadline"
+                break
+            # The renewal is bounded by the stop point too: past it nothing it says matters.
+            until = min(sent_at + decide.op_limit_us(cfg, None), stop)
+            raw = yield Command("ctl", _wire.renew_cmd(self.key, self.owner, token, cfg.ttl_ms), until)
+            if raw is QUIT:
+                reason = "resigned"
+                break
+            res: decide.RenewResult
+            flag = raw if isinstance(raw, Failed) else _wire.parse_flag("LEASE.RENEW", raw)
+            if isinstance(flag, Failed):
+                res = flag
+            elif not flag:
+                res = decide.NotHeld()
+            else:
+                res = decide.Renewed(None)
+                wait = decide.wait_for(cfg)
+                if wait is not None:
+                    w = yield Command("ctl", _wire.wait_cmd(wait), until)
+                    if w is QUIT:
+                        reason = "resigned"
+                        break
+                    a = w if isinstance(w, Failed) else _wire.parse_acks(w)
+                    res = a if isinstance(a, Failed) else decide.Renewed(a)
+            now = now_us()
+            self.observe("renew", res)
+            latency = (now - sent_at) / 1e6
+            action = decide.on_renew(cfg, term.deadline_us, sent_at, now, res)
+            if isinstance(action, decide.RenewedAction):
+                self.metrics.renew("renewed", latency)
+                term.deadline_us = action.deadline_us
+                term.stop_at_us = decide.stop_at_us(cfg, action.deadline_us)
+                next_renew = action.next_renew_us
+                self.metrics.deadline(action.deadline_us / 1e6)
+                self.state = Leadership(True, token, action.deadline_us / 1e6, "renewed")
+            elif isinstance(action, decide.StepDown):
+                self.metrics.renew("rejected" if action.reason == "renew_rejected" else "error", latency)
+                reason = action.reason
+                break
+            else:
+                self.metrics.renew("unconfirmed" if action.why == "replicas_not_acked" else "error", latency)
+                log.debug("renewal did not count; retrying key=%s owner=%s token=%s reason=%s",
+                          self.key, self.owner, token, action.why, extra=self._ctx(token, action.why))
+                next_renew = action.at_us
+
+        # Step down. Why end the term before the task has stopped: nobody (observers, the
+        # task's own is_leader() checks) may believe we lead past this point.
+        term.ended = True
+        self.metrics.follower(reason)
+        self.publish(Leadership(False, None, None, reason))
+        if reason in ("renew_rejected", "deadline"):
+            log.warning("lost leadership key=%s owner=%s token=%s reason=%s",
+                        self.key, self.owner, token, reason, extra=self._ctx(token, reason))
+        else:
+            log.info("stepping down key=%s owner=%s token=%s reason=%s",
+                     self.key, self.owner, token, reason, extra=self._ctx(token, reason))
+        # The task was told at the stop point (now); give it until the deadline.
+        end: TaskEnd = yield StopTask(max(term.deadline_us, now_us()))
+        if not end.done:
+            self.metrics.task_overrun()
+            log.error("leader task still running at the local deadline; it ignores its stop signal "
+                      "key=%s owner=%s token=%s reason=%s (not releasing: the lease expires on the server)",
+                      self.key, self.owner, token, "task_overrun", extra=self._ctx(token, "task_overrun"))
+        # Why release only now, after the task stopped: the lease must stay ours until our task
+        # has stopped, otherwise the next leader could start while we still work. Why not after
+        # an overrun: the task still runs; letting the lease expire is all that is left.
+        elif decide.release_after(reason):
+            yield from self._release(token)
+        if reason == "task_exited":
+            if end.error is not None:
+                raise end.error
+            return (False, end.value)
+        if reason == "resigned":
+            return (True, None)
+        return None
+
+    def _release(self, token: int) -> Generator[Op, Any, None]:
+        """Best-effort RELEASE (bounded by op_timeout); if it fails the lease expires."""
+        until = now_us() + self.cfg.op_timeout_us
+        raw = yield Command("ctl", _wire.release_cmd(self.key, self.owner, token), until, interruptible=False)
+        r = raw if isinstance(raw, Failed) else _wire.parse_flag("LEASE.RELEASE", raw)
+        self.observe("release", r)
+        if isinstance(r, Failed):
+            log.warning("release failed; the lease will expire on the server key=%s owner=%s token=%s error=%s",
+                        self.key, self.owner, token, r.message, extra=self._ctx(token, "release_failed"))
+        else:
+            log.info("released lease key=%s owner=%s token=%s released=%s",
+                     self.key, self.owner, token, r, extra=self._ctx(token, "released"))
+
+    def _release_stray(self, maybe_granted: bool) -> Generator[Op, Any, None]:
+        """After resigning as a follower: an abandoned ACQUIRE may have been granted after all
+        (or we held an unconfirmed grant). Look, and release it if it is ours."""
+        if not maybe_granted:
+            return
+        until = now_us() + self.cfg.op_timeout_us
+        raw = yield Command("ctl", _wire.get_cmd(self.key), until, interruptible=False)
+        info = raw if isinstance(raw, Failed) else _wire.parse_get(raw)
+        if isinstance(info, _wire.LeaseInfo) and info.owner == self.owner:
+            yield from self._release(info.token)

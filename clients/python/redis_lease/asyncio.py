@@ -1,0 +1,354 @@
+"""The asyncio elector (``redis.asyncio``), same shape as ``redis_lease.Elector``.
+
+Nothing here blocks the event loop: every command is awaited on the elector's own
+``redis.asyncio`` connection with a time limit, sleeps are ``asyncio.wait`` with timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Set, TypeVar, Union
+
+import redis.asyncio as aredis
+import redis.exceptions as rex
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from . import _connect, _core, _wire
+from .decide import Config, Failed, op_limit_us
+from .metrics import Metrics, NullMetrics
+
+__all__ = ["Elector", "Lease"]
+
+R = TypeVar("R")
+
+
+class Lease:
+    """What the leader task (a coroutine) gets: its fencing token and when to stop.
+
+    :attr:`stop_event` (an ``asyncio.Event``) is set ``stop_budget`` before the local deadline;
+    a task still running at the deadline is cancelled. :meth:`is_leader` reads the monotonic
+    clock on every call.
+    """
+
+    def __init__(self, term: _core.Term, key: str, owner: str) -> None:
+        self._term = term
+        self.key = key
+        self.owner = owner
+        self.stop_event = asyncio.Event()
+
+    @property
+    def token(self) -> int:
+        """Fencing token of this term: pass it to the resource (e.g. ``LEASE.FENCE``)."""
+        return self._term.token
+
+    @property
+    def deadline(self) -> Optional[float]:
+        """Current local deadline on the ``time.monotonic()`` clock; None once the term ended."""
+        t = self._term
+        return None if t.ended else t.deadline_us / 1e6
+
+    def is_leader(self) -> bool:
+        return not self.stop_event.is_set() and self._term.leading()
+
+    async def sleep(self, seconds: float) -> bool:
+        """Sleep ``seconds`` or until the stop signal; returns :meth:`is_leader` afterwards."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.stop_event.wait(), seconds)
+        return self.is_leader()
+
+
+class _Source:
+    def __init__(self, target: Any, key: str, connect_timeout: float) -> None:
+        self._target = target
+        self._key = key
+        self._connect_timeout = connect_timeout
+        self._client: Any = None
+        self._refresh_cluster = False
+
+    def _is_factory(self) -> bool:
+        t = self._target
+        return callable(t) and not isinstance(t, str) and not hasattr(t, "connection_pool") and not _connect.is_cluster(t)
+
+    async def client(self) -> Any:
+        if self._client is None:
+            t = self._target
+            if isinstance(t, str):
+                self._client = aredis.Redis.from_url(t)
+            elif self._is_factory():
+                c = t()
+                self._client = await c if asyncio.iscoroutine(c) else c
+            else:
+                self._client = t
+        return self._client
+
+    async def open(self, read_timeout: float) -> Any:
+        c = await self.client()
+        retry = Retry(NoBackoff(), 0)
+        if _connect.is_cluster(c):
+            if self._refresh_cluster or not getattr(c.nodes_manager, "slots_cache", None):
+                self._refresh_cluster = False
+                await c.nodes_manager.initialize()
+            node = c.get_node_from_key(self._key, replica=False)
+            cls, kwargs = node.connection_class, node.connection_kwargs
+        else:
+            cls, kwargs = c.connection_pool.connection_class, c.connection_pool.connection_kwargs
+        return cls(**_connect.derive_kwargs(kwargs, read_timeout, self._connect_timeout, retry))
+
+    def refresh(self) -> None:
+        if _connect.is_cluster(self._client):
+            self._refresh_cluster = True
+        elif self._is_factory():
+            self._client = None
+
+
+class _Run:
+    def __init__(self, el: "Elector", task: Callable[[Lease], Awaitable[Any]]) -> None:
+        self.el = el
+        self.task = task
+        self.quit = asyncio.Event()
+        self.user_task: Optional["asyncio.Future[Any]"] = None
+        self.lease: Optional[Lease] = None
+
+    def request_quit(self) -> None:
+        self.quit.set()
+
+    async def drive(self, loop: _core.Loop) -> Any:
+        result: Any = None
+        while True:
+            try:
+                op = loop.send(result)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(op, _core.Command):
+                result = await self.el._command(op, self.quit)
+            elif isinstance(op, _core.Sleep):
+                result = await self.sleep(op.until_us)
+            elif isinstance(op, _core.StartTask):
+                self.lease = Lease(op.term, self.el.key, self.el.owner)
+                self.user_task = asyncio.ensure_future(self.task(self.lease))
+                result = None
+            else:
+                result = await self.stop(op.until_us)
+
+    async def sleep(self, until_us: int) -> Any:
+        q = asyncio.ensure_future(self.quit.wait())
+        try:
+            while True:
+                if self.quit.is_set():
+                    return _core.QUIT
+                if self.user_task is not None and self.user_task.done():
+                    return _core.TASK_DONE
+                left = until_us - _core.now_us()
+                if left <= 0:
+                    return _core.TIMER
+                waiters: Set["asyncio.Future[Any]"] = {q}
+                if self.user_task is not None:
+                    waiters.add(self.user_task)
+                await asyncio.wait(waiters, timeout=left / 1e6, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            q.cancel()
+
+    async def stop(self, until_us: int) -> _core.TaskEnd:
+        t, lease = self.user_task, self.lease
+        assert t is not None and lease is not None
+        self.user_task = None
+        lease.stop_event.set()
+        left = max(0.0, (until_us - _core.now_us()) / 1e6)
+        if not t.done():
+            await asyncio.wait({t}, timeout=left)
+        if not t.done():
+            # Past the deadline: cancellation is the last word (the lease is not released).
+            t.cancel()
+            return _core.TaskEnd(False)
+        if t.cancelled():
+            return _core.TaskEnd(True, None, asyncio.CancelledError())
+        return _core.TaskEnd(True, None if t.exception() else t.result(), t.exception())
+
+
+class Elector:
+    """One candidate for one lease key, on asyncio. Same arguments and verbs as
+    ``redis_lease.Elector``; ``redis`` is a URL, a ``redis.asyncio.Redis`` (also from
+    ``redis.asyncio.sentinel.Sentinel.master_for``), a ``redis.asyncio.cluster.RedisCluster``,
+    or a factory returning one. The task is a coroutine function ``async def task(lease)``.
+    """
+
+    def __init__(
+        self,
+        redis: Any,
+        key: str,
+        ttl: Optional[float] = None,
+        *,
+        config: Optional[Config] = None,
+        owner: Optional[str] = None,
+        metrics: Optional[Metrics] = None,
+        on_change: Optional[Callable[[_core.Leadership], None]] = None,
+    ) -> None:
+        if config is None:
+            if ttl is None:
+                raise ValueError("give ttl (seconds) or config")
+            config = Config.from_ttl(ttl)
+        self.key = key
+        self.owner = owner if owner is not None else _core.default_owner()
+        self.config = config
+        self._core = _core.Campaign(config, key, self.owner, (metrics or NullMetrics()).bind(key), on_change)
+        self._source = _Source(redis, key, max(config.op_timeout_us, 100_000) / 1e6)
+        self._conns: Dict[str, Any] = {}
+        self._runs: List[_Run] = []
+        self._running = False
+        self._resigned = False
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+
+    @property
+    def state(self) -> _core.Leadership:
+        return self._core.state
+
+    def is_leader(self) -> bool:
+        return self._core.state.is_leader
+
+    async def run(self, task: Callable[[Lease], Awaitable[R]]) -> Optional[R]:
+        """Campaign until :meth:`resign`; whenever elected, run ``await task(lease)`` as an
+        asyncio task while keeping the lease renewed. Returns the task's value when it returned
+        by itself (lease released), None after resign; re-raises the task's exception."""
+        return await self._run(_Run(self, task))  # type: ignore[no-any-return]
+
+    async def _run(self, r: _Run) -> Any:
+        if self._running:
+            raise RuntimeError("run() is already running on this elector")
+        self._running = True
+        self._loop = asyncio.get_running_loop()
+        self._runs.append(r)
+        try:
+            if self._resigned:
+                return None
+            resigned, value = await r.drive(self._core.run(lambda: r.quit.is_set() or self._resigned))
+            return None if resigned else value
+        finally:
+            self._running = False
+            self._runs.remove(r)
+
+    def resign(self) -> None:
+        """Graceful stop (see ``redis_lease.Elector.resign``). Callable from the loop or, via
+        ``loop.call_soon_threadsafe``, from any other thread (done for you)."""
+        self._resigned = True
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and _other_thread(loop):
+            loop.call_soon_threadsafe(self._quit_all)
+        else:
+            self._quit_all()
+
+    def _quit_all(self) -> None:
+        for r in list(self._runs):
+            r.request_quit()
+
+    async def observe(self) -> Optional[_wire.LeaseInfo]:
+        """The current leader as the server sees it (``LEASE.GET``; None = no live lease)."""
+        c = await self._source.client()
+        info = _wire.parse_get(await c.execute_command("LEASE.GET", self.key))
+        if isinstance(info, Failed):
+            raise rex.ResponseError(info.message)
+        return info
+
+    @contextlib.asynccontextmanager
+    async def leadership(self, timeout: Optional[float] = None) -> AsyncIterator[Lease]:
+        """One-shot ``async with``: see ``redis_lease.Elector.leadership``. If leadership is
+        lost while the body runs, ``lease.stop_event`` is set (the body is not cancelled)."""
+        got: "asyncio.Future[Lease]" = asyncio.get_running_loop().create_future()
+
+        async def hold(lease: Lease) -> None:
+            if not got.done():
+                got.set_result(lease)
+            await lease.stop_event.wait()
+            r.request_quit()  # one-shot: do not campaign again
+
+        r = _Run(self, hold)
+        runner = asyncio.ensure_future(self._run(r))
+        try:
+            done, _ = await asyncio.wait({got, runner}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            r.request_quit()
+            await asyncio.gather(runner, return_exceptions=True)
+            raise
+        if got not in done:
+            r.request_quit()
+            await asyncio.gather(runner, return_exceptions=True)
+            if runner in done:  # run() ended before a grant: resigned, or it failed
+                err = runner.exception() if not runner.cancelled() else None
+                if err is not None:
+                    raise err
+                raise RuntimeError("elector resigned before it was elected")
+            raise TimeoutError(f"not elected for {self.key!r} within {timeout} s")
+        lease = got.result()
+        try:
+            yield lease
+        finally:
+            lease.stop_event.set()
+            r.request_quit()
+            await runner
+
+    async def close(self) -> None:
+        for c in self._conns.values():
+            with contextlib.suppress(Exception):
+                await c.disconnect()
+        self._conns.clear()
+
+    # -- I/O ---------------------------------------------------------------------------------
+
+    async def _drop(self, channel: str, refresh: bool) -> None:
+        c = self._conns.pop(channel, None)
+        if c is not None:
+            with contextlib.suppress(Exception):
+                await c.disconnect()
+        if refresh:
+            self._source.refresh()
+
+    async def _command(self, op: _core.Command, quit: asyncio.Event) -> Union[Any, Failed]:
+        async def exchange() -> Any:
+            conn = self._conns.get(op.channel)
+            if conn is None:
+                block = self.config.block_timeout_us if op.channel == "acquire" else None
+                conn = await self._source.open(op_limit_us(self.config, block) / 1e6)
+                self._conns[op.channel] = conn
+            await conn.send_command(*op.args)
+            return await conn.read_response()
+
+        left = (op.until_us - _core.now_us()) / 1e6
+        call = asyncio.ensure_future(exchange())
+        q = asyncio.ensure_future(quit.wait()) if op.interruptible else None
+        waiters: Set["asyncio.Future[Any]"] = {call} if q is None else {call, q}
+        try:
+            await asyncio.wait(waiters, timeout=max(left, 0.0), return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            call.cancel()
+            await self._drop(op.channel, False)
+            raise
+        finally:
+            if q is not None:
+                q.cancel()
+        if not call.done():
+            # Abandoned with a reply in flight: this connection is never reused.
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+            await self._drop(op.channel, False)
+            if quit.is_set() and op.interruptible:
+                return _core.QUIT
+            return Failed("timeout", f"no reply within the loop's limit ({op.args[0]})")
+        e = call.exception()
+        if e is None:
+            return call.result()
+        if isinstance(e, rex.ResponseError):
+            f = _wire.failure(e)
+            if f.code in _wire.RESOLVE_AGAIN:
+                await self._drop(op.channel, True)
+            return f
+        await self._drop(op.channel, True)
+        return _wire.failure(e)
+
+
+def _other_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is not loop
+    except RuntimeError:  # no loop running in this thread: another thread (or a signal handler)
+        return True

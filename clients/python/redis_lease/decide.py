@@ -1,0 +1,510 @@
+"""The election loop's decisions as plain functions of ``(config, instants, result)``.
+
+No I/O and no clock reads: every instant is passed in (integer microseconds on one monotonic
+time line), so each rule is tested with the shared decision vectors in
+``conformance/vectors/*.json`` (``tests/test_vectors.py``). The sync and the asyncio loop
+(``redis_lease._core``) only execute what these functions return.
+
+This is a port of the Rust reference (``client/src/decide.rs``); the language-neutral rules are
+in ``docs/client-protocol.md``. Names of rules, actions, reasons and error kinds are shared with
+every other client and with the metrics labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Optional, Tuple, Union
+
+__all__ = [
+    "Config",
+    "config_problem",
+    "lead_time_us",
+    "deadline_us",
+    "stop_at_us",
+    "op_limit_us",
+    "Wait",
+    "wait_for",
+    "retry_interval_us",
+    "backoff_cap_us",
+    "backoff_us",
+    "not_granted_pause_us",
+    "wire_ms",
+    "ErrorKinds",
+    "classify_error_line",
+    "Granted",
+    "NotGranted",
+    "Renewed",
+    "NotHeld",
+    "Failed",
+    "AcquireResult",
+    "RenewResult",
+    "Lead",
+    "Unconfirmed",
+    "NotGrantedAction",
+    "GraceWait",
+    "Backoff",
+    "AcquireAction",
+    "on_acquire",
+    "RenewedAction",
+    "StepDown",
+    "Retry",
+    "RenewAction",
+    "on_renew",
+    "must_stop",
+    "release_after",
+    "STEP_DOWN_REASONS",
+]
+
+MS = 1000
+"""Microseconds per millisecond."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Timing configuration of one elector. Durations are integer microseconds (``*_us``),
+    except ``ttl_ms``, the TTL exactly as sent to the server.
+
+    Build it with :meth:`Config.from_ttl` (seconds) or :meth:`Config.from_ttl_ms` and adjust
+    fields with :meth:`replace`. Defaults for a TTL ``T`` (``conformance/vectors/
+    config_defaults.json``): renew every T/3, drift 1 %, margin min(T/100, 50 ms), stop budget
+    T/5, op timeout max(T/5, 50 ms), BLOCK 5 s, no ``min_replicas``, WAIT timeout T/10,
+    reconnect backoff 50 ms .. 5 s.
+    """
+
+    ttl_ms: int
+    drift: float = 0.01
+    margin_us: int = 0
+    stop_budget_us: int = 0
+    renew_interval_us: int = 0
+    op_timeout_us: int = 0
+    block_timeout_us: int = 5_000_000
+    min_replicas: int = 0
+    wait_timeout_us: int = 0
+    backoff_min_us: int = 50_000
+    backoff_max_us: int = 5_000_000
+
+    @classmethod
+    def from_ttl_ms(cls, ttl_ms: int) -> "Config":
+        """Every setting derived from the TTL (durations floored to whole microseconds)."""
+        t_us = int(ttl_ms) * MS
+        return cls(
+            ttl_ms=int(ttl_ms),
+            drift=0.01,
+            margin_us=min(t_us // 100, 50 * MS),
+            stop_budget_us=t_us // 5,
+            renew_interval_us=t_us // 3,
+            op_timeout_us=max(t_us // 5, 50 * MS),
+            block_timeout_us=5_000 * MS,
+            min_replicas=0,
+            wait_timeout_us=t_us // 10,
+            backoff_min_us=50 * MS,
+            backoff_max_us=5_000 * MS,
+        )
+
+    @classmethod
+    def from_ttl(cls, ttl: float) -> "Config":
+        """Defaults for a TTL given in seconds (rounded to whole milliseconds)."""
+        return cls.from_ttl_ms(int(round(ttl * 1000)))
+
+    def replace(self, **changes: object) -> "Config":
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration rules
+
+
+def config_problem(cfg: Config, key: str, owner: str) -> Optional[Tuple[str, str]]:
+    """The first rule a configuration breaks, as ``(rule, why)``; None if it is usable.
+
+    Rule names are shared with every client (``config_validate.json``).
+    """
+    if not key:
+        return ("key", "key is empty")
+    # Bytes, not characters: the module counts bytes (lease.max-owner-len, default 256).
+    owner_len = len(owner.encode("utf-8"))
+    if owner_len == 0 or owner_len > 256:
+        return ("owner", "owner must be 1..=256 bytes")
+    if cfg.ttl_ms < 1:
+        return ("ttl", "ttl must be at least 1 ms")
+    # Why 2^53: every number on the wire must stay exact in JSON and JavaScript clients.
+    if cfg.ttl_ms >= 2**53:
+        return ("ttl", "ttl must be below 2^53 ms")
+    # Why: a negative drift would push the local deadline past the server's expiry.
+    if not (0.0 <= cfg.drift < 0.5):
+        return ("drift", "drift must be in [0, 0.5)")
+    if cfg.renew_interval_us <= 0:
+        return ("renew_interval", "renew_interval must be positive")
+    if cfg.block_timeout_us < MS:
+        return ("block_timeout", "block_timeout must be at least 1 ms (BLOCK 0 blocks forever)")
+    # Why: the task is told to stop at deadline - stop_budget; if that is not after the first
+    # renewal, a leader would be stopped before it ever renews.
+    if cfg.stop_budget_us + cfg.renew_interval_us >= lead_time_us(cfg):
+        return (
+            "stop_window",
+            "renew_interval + stop_budget must be below ttl*(1-drift)-margin",
+        )
+    if cfg.op_timeout_us <= 0:
+        return ("op_timeout", "op_timeout must be positive")
+    if cfg.backoff_min_us <= 0 or cfg.backoff_max_us < cfg.backoff_min_us:
+        return ("backoff", "backoff needs 0 < min <= max")
+    # Why: WAIT takes whole ms and `WAIT n 0` waits forever.
+    if cfg.min_replicas > 0 and cfg.wait_timeout_us < MS:
+        return ("wait_timeout", "wait_timeout must be at least 1 ms when min_replicas > 0")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Deadlines
+
+
+def lead_time_us(cfg: Config) -> int:
+    """Usable leadership time per grant/renewal: ``round(ttl*(1-drift)) - margin``, never < 0.
+
+    Why ``(1 - drift)``: the client's clock may run slow relative to the server's by up to
+    ``drift``. Why ``- margin``: time passes between checking the deadline and acting on it.
+    """
+    return max(0, int(round(cfg.ttl_ms * MS * (1.0 - cfg.drift))) - cfg.margin_us)
+
+
+def deadline_us(cfg: Config, sent_at_us: int) -> int:
+    """Local deadline of a grant/renewal whose command was *sent* at ``sent_at_us``.
+
+    Why the send instant (taken before sending) and not the reply time: the server starts the
+    TTL when it executes the command, which is after we sent it, so ``sent_at + lead_time`` is
+    never later than the server's expiry as long as clock rates agree within ``drift``.
+    """
+    return sent_at_us + lead_time_us(cfg)
+
+
+def stop_at_us(cfg: Config, deadline: int) -> int:
+    """When the task is told to stop: ``stop_budget`` before the deadline, so that it *has*
+    stopped by the deadline."""
+    return deadline - cfg.stop_budget_us
+
+
+def must_stop(cfg: Config, deadline: int, now_us: int) -> bool:
+    """Stop leading on the clock alone (checked whenever the loop wakes, e.g. after a pause)."""
+    return now_us >= stop_at_us(cfg, deadline)
+
+
+def op_limit_us(cfg: Config, block_us: Optional[int]) -> int:
+    """The loop's own time limit for one command (the server may never answer):
+    ``block + op_timeout (+ wait_timeout with min_replicas)``."""
+    wait = cfg.wait_timeout_us if cfg.min_replicas > 0 else 0
+    return (block_us or 0) + cfg.op_timeout_us + wait
+
+
+@dataclass(frozen=True)
+class Wait:
+    """``WAIT replicas timeout_ms``, sent on the same connection right after a write."""
+
+    replicas: int
+    timeout_ms: int
+
+
+def wire_ms(us: int) -> int:
+    """A duration as whole milliseconds for the wire: floored, at least 1.
+
+    Why at least 1: ``BLOCK 0`` and ``WAIT n 0`` mean "forever"; the module refuses ttl 0.
+    """
+    return max(1, us // MS)
+
+
+def wait_for(cfg: Config) -> Optional[Wait]:
+    """The WAIT to send after a grant/renewal, if ``min_replicas`` asks for one."""
+    if cfg.min_replicas <= 0:
+        return None
+    return Wait(replicas=cfg.min_replicas, timeout_ms=wire_ms(cfg.wait_timeout_us))
+
+
+def retry_interval_us(cfg: Config) -> int:
+    """Delay before a failed renewal / unconfirmed grant is retried: renew_interval/4, at least
+    10 ms (a dead server is not hammered)."""
+    return max(cfg.renew_interval_us // 4, 10 * MS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Backoff
+
+
+def backoff_cap_us(cfg: Config, attempt: int) -> int:
+    """``min(max, min * 2^min(attempt, 20))``: the exponent is clamped first so a long outage
+    cannot overflow anything."""
+    return min(cfg.backoff_max_us, cfg.backoff_min_us * (1 << min(max(attempt, 0), 20)))
+
+
+def backoff_us(cfg: Config, attempt: int, unit: float) -> int:
+    """Capped exponential backoff with full jitter: ``cap * clamp(unit, 0, 1)``.
+
+    ``unit`` is a uniform draw in [0, 1) passed in so tests are deterministic. Why full jitter:
+    50 followers that lost Redis at the same moment must not reconnect in the same millisecond.
+    """
+    u = min(max(unit, 0.0), 1.0)
+    return int(round(backoff_cap_us(cfg, attempt) * u))
+
+
+def not_granted_pause_us(
+    cfg: Config, block_us: Optional[int], sent_at_us: int, now_us: int, unit: float
+) -> int:
+    """Pause after a nil ACQUIRE reply.
+
+    Why: BLOCK answers nil only after its timeout, so a follower normally asks again at once. A
+    BLOCKing ask that came back nil in less than half its timeout means something else is going
+    on (a proxy, a server that does not block) and the follower must not spin on it.
+    """
+    if block_us is not None and 2 * (now_us - sent_at_us) < block_us:
+        return backoff_us(cfg, 0, unit) + cfg.backoff_min_us
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+class ErrorKinds:
+    """Error kinds (also the ``kind`` label of ``lease_redis_errors_total``)."""
+
+    CONNECTION = "connection"
+    TIMEOUT = "timeout"
+    GRACE = "grace"
+    READONLY = "readonly"
+    NOREPLICAS = "noreplicas"
+    LOADING = "loading"
+    FENCED = "fenced"
+    REJECTED = "rejected"
+    SERVER = "server"
+    PROTOCOL = "protocol"
+
+    ALL = frozenset(
+        [
+            CONNECTION,
+            TIMEOUT,
+            GRACE,
+            READONLY,
+            NOREPLICAS,
+            LOADING,
+            FENCED,
+            REJECTED,
+            SERVER,
+            PROTOCOL,
+        ]
+    )
+    UNREACHABLE = frozenset([CONNECTION, TIMEOUT])
+
+
+_GRACE_DEFAULT_US = 100 * MS
+_GRACE_MS = re.compile(r"^\s*(\d+)")
+
+
+def classify_error_line(line: str) -> "Failed":
+    """Classify a server error line by its first word (its code), e.g. ``GRACE 2345 ms left``."""
+    code, _, detail = line.strip().partition(" ")
+    if code == "GRACE":
+        # The module's contract: `GRACE <ms> ...`. An unparsable number still means grace; wait
+        # a short default rather than hammering the server.
+        m = _GRACE_MS.match(detail)
+        grace = int(m.group(1)) * MS if m else _GRACE_DEFAULT_US
+        return Failed(ErrorKinds.GRACE, line, grace_us=grace)
+    kind = {
+        "READONLY": ErrorKinds.READONLY,
+        "NOREPLICAS": ErrorKinds.NOREPLICAS,
+        "LOADING": ErrorKinds.LOADING,
+        "FENCED": ErrorKinds.FENCED,
+        "ERR": ErrorKinds.REJECTED,
+        "WRONGTYPE": ErrorKinds.REJECTED,
+    }.get(code, ErrorKinds.SERVER)
+    return Failed(kind, line)
+
+
+# ---------------------------------------------------------------------------------------------
+# Results of ACQUIRE / RENEW (already parsed and classified by the transport)
+
+
+@dataclass(frozen=True)
+class Granted:
+    """ACQUIRE replied a token; ``acked`` = WAIT's reply (None when no WAIT was sent)."""
+
+    token: int
+    acked: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class NotGranted:
+    """ACQUIRE replied nil (not granted; a BLOCK timed out)."""
+
+
+@dataclass(frozen=True)
+class Renewed:
+    """RENEW replied 1; ``acked`` = WAIT's reply (None when no WAIT was sent)."""
+
+    acked: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class NotHeld:
+    """RENEW replied 0: the server says we do not hold the lease."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """Any failure, classified: ``kind`` is one of :class:`ErrorKinds`; ``grace_us`` only for
+    ``grace``; ``code`` is the server's error code when there is one (MOVED, READONLY...)."""
+
+    kind: str
+    message: str = ""
+    grace_us: Optional[int] = None
+    code: Optional[str] = None
+
+    @property
+    def unreachable(self) -> bool:
+        """The server could not be reached at all (vs. it answered with an error)."""
+        return self.kind in ErrorKinds.UNREACHABLE
+
+
+AcquireResult = Union[Granted, NotGranted, Failed]
+RenewResult = Union[Renewed, NotHeld, Failed]
+
+
+# ---------------------------------------------------------------------------------------------
+# What a follower does with an ACQUIRE result
+
+
+@dataclass(frozen=True)
+class Lead:
+    """Confirmed grant: lead until ``deadline_us``, renew at ``next_renew_us``."""
+
+    token: int
+    deadline_us: int
+    next_renew_us: int
+
+
+@dataclass(frozen=True)
+class Unconfirmed:
+    """Granted, but it does not count (``why``: ``late_reply`` | ``replicas_not_acked``). Do not
+    run the task; ask again WITHOUT BLOCK after ``retry_in_us`` (same owner: the server
+    refreshes our grant and returns the same token)."""
+
+    token: int
+    retry_in_us: int
+    why: str
+
+
+@dataclass(frozen=True)
+class NotGrantedAction:
+    """Not granted: ask again (after :func:`not_granted_pause_us`)."""
+
+
+@dataclass(frozen=True)
+class GraceWait:
+    """The server is in its grace period: wait this long."""
+
+    wait_us: int
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """An error: back off (capped exponential, full jitter) and retry."""
+
+    kind: str
+
+
+AcquireAction = Union[Lead, Unconfirmed, NotGrantedAction, GraceWait, Backoff]
+
+
+def on_acquire(cfg: Config, sent_at_us: int, now_us: int, result: AcquireResult) -> AcquireAction:
+    """What a follower does with the result of ACQUIRE (+ WAIT)."""
+    if isinstance(result, NotGranted):
+        return NotGrantedAction()
+    if isinstance(result, Failed):
+        if result.kind == ErrorKinds.GRACE:
+            return GraceWait(result.grace_us if result.grace_us is not None else _GRACE_DEFAULT_US)
+        return Backoff(result.kind)
+    token = result.token
+    # Why: with min_replicas, a grant only the primary knows can vanish in a failover to a
+    # replica that never saw it, and the new primary would grant it again. Never lead on it.
+    if cfg.min_replicas > 0 and (result.acked or 0) < cfg.min_replicas:
+        # Why not faster: each retry refreshes our (unused) grant on the primary; replicas
+        # catching up take time, there is no point in hammering.
+        return Unconfirmed(token, retry_interval_us(cfg), "replicas_not_acked")
+    deadline = deadline_us(cfg, sent_at_us)
+    # Why: a reply so late that the stop point already passed leaves no safe leadership time;
+    # starting the task would mean starting it to stop it. Same owner re-asks without BLOCK.
+    if now_us >= stop_at_us(cfg, deadline):
+        return Unconfirmed(token, 0, "late_reply")
+    return Lead(token, deadline, sent_at_us + cfg.renew_interval_us)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a leader does with a RENEW result
+
+STEP_DOWN_REASONS = ("renew_rejected", "deadline", "resigned", "task_exited")
+
+
+@dataclass(frozen=True)
+class RenewedAction:
+    """Renewed and confirmed: new deadline (never earlier than the old one), next renewal."""
+
+    deadline_us: int
+    next_renew_us: int
+
+
+@dataclass(frozen=True)
+class StepDown:
+    """Stop leading now (``reason``: ``renew_rejected`` | ``deadline``)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The renewal did not count; keep the OLD deadline and try again at ``at_us``
+    (``why``: ``timeout`` | ``error`` | ``replicas_not_acked``)."""
+
+    at_us: int
+    why: str
+
+
+RenewAction = Union[RenewedAction, StepDown, Retry]
+
+
+def on_renew(
+    cfg: Config, deadline: int, sent_at_us: int, now_us: int, result: RenewResult
+) -> RenewAction:
+    """What a leader does with the result of RENEW (+ WAIT)."""
+    stop = stop_at_us(cfg, deadline)
+
+    def retry(why: str) -> RenewAction:
+        # Why: errors and timeouts say nothing about the lease; the last confirmed deadline
+        # still holds, so keep leading and retrying until the stop point, then step down.
+        if now_us >= stop:
+            return StepDown("deadline")
+        return Retry(min(now_us + retry_interval_us(cfg), stop), why)
+
+    if isinstance(result, NotHeld):
+        # Why: 0 is the server's word that we no longer hold the lease. The local deadline may
+        # still be ahead, but nothing backs it any more: step down at once.
+        return StepDown("renew_rejected")
+    if isinstance(result, Renewed):
+        # Why: an unacknowledged renewal may be lost in a failover; the new primary then
+        # expires the lease at the OLD expiry, so only the old deadline is backed.
+        if cfg.min_replicas > 0 and (result.acked or 0) < cfg.min_replicas:
+            return retry("replicas_not_acked")
+        new_deadline = max(deadline_us(cfg, sent_at_us), deadline)
+        if now_us >= stop_at_us(cfg, new_deadline):
+            return StepDown("deadline")
+        return RenewedAction(new_deadline, sent_at_us + cfg.renew_interval_us)
+    if result.kind == ErrorKinds.TIMEOUT:
+        return retry("timeout")
+    return retry("error")
+
+
+def release_after(reason: str) -> bool:
+    """Whether to send RELEASE after the task stopped. Not after ``renew_rejected``: the server
+    already said we do not hold it (a release would only cost a round trip)."""
+    if reason not in STEP_DOWN_REASONS:
+        raise ValueError(f"unknown step-down reason {reason!r}")
+    return reason != "renew_rejected"

@@ -1,0 +1,393 @@
+"""The thread-based elector (``redis.Redis``). See :class:`Elector`."""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, TypeVar, Union
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from . import _connect, _core, _wire
+from .decide import Config, Failed
+from .metrics import Metrics, NullMetrics
+
+__all__ = ["Elector", "Lease"]
+
+R = TypeVar("R")
+_POLL = 0.05  # how often a blocked read looks at resign() (the reply itself wakes it at once)
+
+
+class Lease:
+    """What the leader task gets: its fencing token and when to stop.
+
+    The task must stop promptly once :attr:`stop_event` is set: it is set ``stop_budget``
+    (default ttl/5) before the local deadline, so a task that stops within that budget has
+    stopped before leadership can end. Work that cannot be fenced should call
+    :meth:`is_leader` between steps: it reads the monotonic clock, so it is right even as the
+    first thing after the process was paused.
+    """
+
+    def __init__(self, term: _core.Term, key: str, owner: str) -> None:
+        self._term = term
+        self.key = key
+        self.owner = owner
+        self.stop_event = threading.Event()
+
+    @property
+    def token(self) -> int:
+        """Fencing token of this term: pass it to the resource (e.g. ``LEASE.FENCE``)."""
+        return self._term.token
+
+    @property
+    def deadline(self) -> Optional[float]:
+        """Current local deadline on the ``time.monotonic()`` clock (moves forward with every
+        confirmed renewal); None once the term ended."""
+        t = self._term
+        return None if t.ended else t.deadline_us / 1e6
+
+    def is_leader(self) -> bool:
+        """True only if the stop signal has not fired and the stop point is still ahead on the
+        monotonic clock ("check the deadline after every step")."""
+        return not self.stop_event.is_set() and self._term.leading()
+
+    def sleep(self, seconds: float) -> bool:
+        """Sleep ``seconds`` or until the stop signal; returns :meth:`is_leader` afterwards."""
+        self.stop_event.wait(seconds)
+        return self.is_leader()
+
+
+class _TaskBox:
+    def __init__(self) -> None:
+        self.done = False
+        self.value: Any = None
+        self.error: Optional[BaseException] = None
+        self.thread: Optional[threading.Thread] = None
+        self.lease: Optional[Lease] = None
+
+
+class _Source:
+    """Opens the elector's own blocking connections (see ``redis_lease._connect``)."""
+
+    def __init__(self, target: Any, key: str, connect_timeout: float) -> None:
+        self._target = target
+        self._key = key
+        self._connect_timeout = connect_timeout
+        self._client: Any = None
+        self._refresh_cluster = False
+
+    def client(self) -> Any:
+        if self._client is None:
+            t = self._target
+            if isinstance(t, str):
+                self._client = redis.Redis.from_url(t)
+            elif hasattr(t, "connection_pool") or _connect.is_cluster(t):
+                self._client = t
+            elif callable(t):
+                self._client = t()
+            else:
+                raise TypeError(f"redis must be a URL, a client or a factory, not {type(t).__name__}")
+        return self._client
+
+    def open(self, read_timeout: float) -> Any:
+        c = self.client()
+        retry = Retry(NoBackoff(), 0)
+        if _connect.is_cluster(c):
+            if self._refresh_cluster:
+                self._refresh_cluster = False
+                c.nodes_manager.initialize()
+            pool = c.get_node_from_key(self._key, replica=False).redis_connection.connection_pool
+        else:
+            pool = c.connection_pool
+        kw = _connect.derive_kwargs(pool.connection_kwargs, read_timeout, self._connect_timeout, retry)
+        return pool.connection_class(**kw)
+
+    def refresh(self) -> None:
+        """After a failure/redirect: resolve again on the next open()."""
+        if _connect.is_cluster(self._client):
+            self._refresh_cluster = True
+        elif callable(self._target) and not isinstance(self._target, str) and not hasattr(
+            self._target, "connection_pool"
+        ) and not _connect.is_cluster(self._target):
+            self._client = None
+
+
+class _Run:
+    """One call of run(): executes the shared loop's operations with threads."""
+
+    def __init__(self, el: "Elector", task: Callable[[Lease], Any]) -> None:
+        self.el = el
+        self.task = task
+        self.quit = threading.Event()
+        self.wake = threading.Event()
+        self.box: Optional[_TaskBox] = None
+
+    def request_quit(self) -> None:
+        self.quit.set()
+        self.wake.set()
+
+    def drive(self, loop: _core.Loop) -> Any:
+        result: Any = None
+        while True:
+            try:
+                op = loop.send(result)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(op, _core.Command):
+                result = self.el._command(op, self.quit)
+            elif isinstance(op, _core.Sleep):
+                result = self.sleep(op.until_us)
+            elif isinstance(op, _core.StartTask):
+                self.start(op.term)
+                result = None
+            else:
+                result = self.stop(op.until_us)
+
+    def sleep(self, until_us: int) -> Any:
+        while True:
+            if self.quit.is_set():
+                return _core.QUIT
+            if self.box is not None and self.box.done:
+                return _core.TASK_DONE
+            left = until_us - _core.now_us()
+            if left <= 0:
+                return _core.TIMER
+            self.wake.wait(left / 1e6)
+            self.wake.clear()
+
+    def start(self, term: _core.Term) -> None:
+        el = self.el
+        lease = Lease(term, el.key, el.owner)
+        box = self.box = _TaskBox()
+        box.lease = lease
+
+        def body() -> None:
+            try:
+                box.value = self.task(lease)
+            except BaseException as e:  # re-raised by run() after the lease is released
+                box.error = e
+            finally:
+                box.done = True
+                self.wake.set()
+
+        def watchdog() -> None:
+            # Why a thread of its own: the stop signal must fire at the stop point even while
+            # the loop's thread is inside a slow connect or read. Renewals only move the stop
+            # point later, so waking at the old one just means waiting again.
+            while not lease.stop_event.is_set():
+                left = term.stop_at_us - _core.now_us()
+                if term.ended or left <= 0:
+                    lease.stop_event.set()
+                    return
+                lease.stop_event.wait(left / 1e6)
+
+        box.thread = threading.Thread(target=body, name=f"redis-lease-task[{el.key}]", daemon=True)
+        threading.Thread(target=watchdog, name=f"redis-lease-stop[{el.key}]", daemon=True).start()
+        box.thread.start()
+
+    def stop(self, until_us: int) -> _core.TaskEnd:
+        box = self.box
+        assert box is not None and box.lease is not None and box.thread is not None
+        box.lease.stop_event.set()
+        box.thread.join(max(0.0, (until_us - _core.now_us()) / 1e6))
+        self.box = None
+        if not box.done:
+            return _core.TaskEnd(False)
+        return _core.TaskEnd(True, box.value, box.error)
+
+
+class Elector:
+    """One candidate for one lease key (threads; the asyncio twin is
+    ``redis_lease.asyncio.Elector``).
+
+    ``redis``: a URL, a ``redis.Redis`` (also from ``Sentinel.master_for``), a
+    ``redis.cluster.RedisCluster``, or a factory returning one (see ``redis_lease._connect``).
+    ``ttl``: lease TTL in seconds (every other setting is derived from it), or pass a full
+    ``config``. ``owner``: unique per process incarnation (default ``host-pid-random``).
+    ``metrics``: e.g. ``redis_lease.metrics.PrometheusMetrics()``. ``on_change``: called with
+    a :class:`~redis_lease.Leadership` on every transition of this elector (from the loop's
+    thread; keep it quick).
+
+    Nothing is sent before :meth:`run`; an unusable configuration raises ``ValueError`` here.
+    """
+
+    def __init__(
+        self,
+        redis: Any,
+        key: str,
+        ttl: Optional[float] = None,
+        *,
+        config: Optional[Config] = None,
+        owner: Optional[str] = None,
+        metrics: Optional[Metrics] = None,
+        on_change: Optional[Callable[[_core.Leadership], None]] = None,
+    ) -> None:
+        if config is None:
+            if ttl is None:
+                raise ValueError("give ttl (seconds) or config")
+            config = Config.from_ttl(ttl)
+        self.key = key
+        self.owner = owner if owner is not None else _core.default_owner()
+        self.config = config
+        self._core = _core.Campaign(
+            config, key, self.owner, (metrics or NullMetrics()).bind(key), on_change
+        )
+        self._source = _Source(redis, key, max(config.op_timeout_us, 100_000) / 1e6)
+        self._conns: Dict[str, Any] = {}
+        self._runs: List[_Run] = []
+        self._lock = threading.Lock()
+        self._running = False
+        self._resigned = threading.Event()
+
+    # -- public API ------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> _core.Leadership:
+        """This elector's current state (leader with token and deadline, or follower)."""
+        return self._core.state
+
+    def is_leader(self) -> bool:
+        s = self._core.state
+        return s.is_leader and s.deadline is not None
+
+    def run(self, task: Callable[[Lease], R]) -> Optional[R]:
+        """Campaign until :meth:`resign`; whenever elected, run ``task(lease)`` in a thread and
+        keep the lease renewed while it runs. When leadership is lost the task's stop signal
+        fires and the elector campaigns again.
+
+        Returns the task's return value when the task returned by itself (the lease is then
+        released), or None after :meth:`resign`. An exception of the task is re-raised (after
+        the release). Redis errors are never raised: they are retried, logged and counted.
+        """
+        return self._run(_Run(self, task))  # type: ignore[no-any-return]
+
+    def _run(self, r: _Run) -> Any:
+        with self._lock:
+            if self._running:
+                raise RuntimeError("run() is already running on this elector")
+            self._running = True
+            self._runs.append(r)
+        try:
+            if self._resigned.is_set():
+                return None
+            outcome = r.drive(self._core.run(lambda: r.quit.is_set() or self._resigned.is_set()))
+            resigned, value = outcome
+            return None if resigned else value
+        finally:
+            with self._lock:
+                self._running = False
+                self._runs.remove(r)
+
+    def resign(self) -> None:
+        """Graceful stop: fire the task's stop signal, wait for it to stop, RELEASE (a waiting
+        follower takes over at once), and make :meth:`run` return. Final: a resigned elector
+        does not campaign again. Safe to call from any thread and from a signal handler."""
+        self._resigned.set()
+        for r in list(self._runs):
+            r.request_quit()
+
+    def observe(self) -> Optional[_wire.LeaseInfo]:
+        """The current leader as the server sees it (``LEASE.GET``; None = no live lease).
+        Uses the given client (its own pool), not the elector's connections."""
+        v = self._source.client().execute_command("LEASE.GET", self.key)
+        info = _wire.parse_get(v)
+        if isinstance(info, Failed):
+            raise redis.exceptions.ResponseError(info.message)
+        return info
+
+    @contextlib.contextmanager
+    def leadership(self, timeout: Optional[float] = None) -> Iterator[Lease]:
+        """One-shot: campaign until elected (at most ``timeout`` seconds, else ``TimeoutError``),
+        keep the lease renewed in the background while the ``with`` body runs, release it when
+        the body ends. If leadership is lost meanwhile, ``lease.stop_event`` is set and
+        ``lease.is_leader()`` turns false: the body must check them (Python cannot interrupt
+        it); the elector does not campaign again inside one ``with``."""
+        handed: "queue.Queue[Optional[Lease]]" = queue.Queue()
+        box: Dict[str, BaseException] = {}
+
+        def hold(lease: Lease) -> None:
+            handed.put(lease)
+            lease.stop_event.wait()
+            # One-shot: after this reign (body done or leadership lost) stop campaigning.
+            r.request_quit()
+
+        r = _Run(self, hold)
+
+        def runner() -> None:
+            try:
+                self._run(r)
+            except BaseException as e:
+                box["error"] = e
+            finally:
+                handed.put(None)
+
+        t = threading.Thread(target=runner, name=f"redis-lease-leadership[{self.key}]", daemon=True)
+        t.start()
+        try:
+            lease = handed.get(timeout=timeout)
+        except queue.Empty:
+            r.request_quit()
+            t.join()
+            raise TimeoutError(f"not elected for {self.key!r} within {timeout} s") from None
+        if lease is None:
+            t.join()
+            if "error" in box:
+                raise box["error"]
+            raise RuntimeError("elector resigned before it was elected")
+        try:
+            yield lease
+        finally:
+            lease.stop_event.set()
+            r.request_quit()
+            t.join()
+
+    def close(self) -> None:
+        """Close the elector's own connections (call after run() returned)."""
+        for c in self._conns.values():
+            with contextlib.suppress(Exception):
+                c.disconnect()
+        self._conns.clear()
+
+    # -- I/O --------------------------------------------------------------------------------------
+
+    def _drop(self, channel: str, refresh: bool) -> None:
+        c = self._conns.pop(channel, None)
+        if c is not None:
+            with contextlib.suppress(Exception):
+                c.disconnect()
+        if refresh:
+            self._source.refresh()
+
+    def _command(self, op: _core.Command, quit: threading.Event) -> Union[Any, Failed]:
+        conn = self._conns.get(op.channel)
+        try:
+            if conn is None:
+                block = self.config.block_timeout_us if op.channel == "acquire" else None
+                from .decide import op_limit_us
+
+                conn = self._source.open(op_limit_us(self.config, block) / 1e6)
+                self._conns[op.channel] = conn
+            conn.send_command(*op.args)
+            while True:
+                left = op.until_us - _core.now_us()
+                if op.interruptible and quit.is_set():
+                    # Abandoned with a reply in flight: this connection is never reused.
+                    self._drop(op.channel, False)
+                    return _core.QUIT
+                if left <= 0:
+                    self._drop(op.channel, False)
+                    return Failed("timeout", f"no reply within the loop's limit ({' '.join(map(str, op.args[:1]))})")
+                if conn.can_read(timeout=min(left / 1e6, _POLL)):
+                    break
+            return conn.read_response()
+        except redis.exceptions.ResponseError as e:
+            f = _wire.failure(e)
+            if f.code in _wire.RESOLVE_AGAIN:
+                self._drop(op.channel, True)
+            return f
+        except Exception as e:  # connection, timeout, protocol: the connection is not trusted
+            self._drop(op.channel, True)
+            return _wire.failure(e)

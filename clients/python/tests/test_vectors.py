@@ -1,0 +1,290 @@
+"""The shared decision vectors (conformance/vectors/*.json) against redis_lease.decide.
+
+The files are loaded from the repository (``../../conformance/vectors`` from this client's
+folder), never copied. The loader fails when the folder has no files, on an unknown decision
+and on an unknown key in ``expect``, and names file + case on every mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import pytest
+
+from redis_lease import decide
+from redis_lease.decide import Config
+
+CLIENT_DIR = Path(__file__).resolve().parent.parent
+VECTORS_DIR = CLIENT_DIR.parent.parent / "conformance" / "vectors"
+SCHEMA = CLIENT_DIR.parent.parent / "conformance" / "schema.json"
+
+Json = Dict[str, Any]
+
+
+def vector_files() -> List[Path]:
+    return sorted(VECTORS_DIR.glob("*.json"))
+
+
+def config_of(defaults: Optional[Json], case: Json) -> Optional[Config]:
+    raw: Json = dict((defaults or {}).get("config", {}))
+    raw.update(case.get("config", {}))
+    if not raw:
+        return None
+    known = {f for f in Config.__dataclass_fields__}
+    unknown = set(raw) - known
+    if unknown:
+        raise AssertionError(f"unknown config keys {sorted(unknown)}")
+    return Config(**raw)
+
+
+def failed_of(r: Json) -> decide.Failed:
+    kind = r["kind"]
+    if kind not in decide.ErrorKinds.ALL:
+        raise AssertionError(f"unknown error kind {kind!r}")
+    return decide.Failed(kind, "vector", grace_us=r.get("grace_us"))
+
+
+def acquire_result(r: Json) -> decide.AcquireResult:
+    reply = r["reply"]
+    if reply == "granted":
+        return decide.Granted(int(r["token"]), r.get("acked"))
+    if reply == "nil":
+        return decide.NotGranted()
+    if reply == "error":
+        return failed_of(r)
+    raise AssertionError(f"unknown acquire reply {reply!r}")
+
+
+def renew_result(r: Json) -> decide.RenewResult:
+    reply = r["reply"]
+    if reply == "renewed":
+        return decide.Renewed(r.get("acked"))
+    if reply == "not_held":
+        return decide.NotHeld()
+    if reply == "error":
+        return failed_of(r)
+    raise AssertionError(f"unknown renew reply {reply!r}")
+
+
+def need(cfg: Optional[Config]) -> Config:
+    assert cfg is not None, "this decision needs a configuration"
+    return cfg
+
+
+def config_json(c: Config) -> Json:
+    return {f: getattr(c, f) for f in Config.__dataclass_fields__}
+
+
+def run_config_defaults(cfg: Optional[Config], i: Json) -> Json:
+    return config_json(Config.from_ttl_ms(i["ttl_ms"]))
+
+
+def run_config_validate(cfg: Optional[Config], i: Json) -> Json:
+    p = decide.config_problem(need(cfg), i["key"], i["owner"])
+    return {"valid": p is None, "rule": None if p is None else p[0]}
+
+
+def run_deadline(cfg: Optional[Config], i: Json) -> Json:
+    c = need(cfg)
+    d = decide.deadline_us(c, i["sent_at_us"])
+    return {
+        "lead_time_us": decide.lead_time_us(c),
+        "deadline_us": d,
+        "stop_at_us": decide.stop_at_us(c, d),
+    }
+
+
+def run_op_limit(cfg: Optional[Config], i: Json) -> Json:
+    return {"limit_us": decide.op_limit_us(need(cfg), i["block_us"])}
+
+
+def run_wait_for(cfg: Optional[Config], i: Json) -> Json:
+    w = decide.wait_for(need(cfg))
+    return {"wait": None if w is None else {"replicas": w.replicas, "timeout_ms": w.timeout_ms}}
+
+
+def run_retry_interval(cfg: Optional[Config], i: Json) -> Json:
+    return {"retry_us": decide.retry_interval_us(need(cfg))}
+
+
+def run_backoff(cfg: Optional[Config], i: Json) -> Json:
+    c = need(cfg)
+    return {
+        "cap_us": decide.backoff_cap_us(c, i["attempt"]),
+        "delay_us": decide.backoff_us(c, i["attempt"], i["unit"]),
+    }
+
+
+def run_classify_error(cfg: Optional[Config], i: Json) -> Json:
+    if "error" in i:
+        f = decide.classify_error_line(i["error"])
+    else:
+        f = failed_of({"kind": i["transport"]})
+    return {"kind": f.kind, "grace_us": f.grace_us}
+
+
+def run_on_acquire(cfg: Optional[Config], i: Json) -> Json:
+    a = decide.on_acquire(need(cfg), i["sent_at_us"], i["now_us"], acquire_result(i["result"]))
+    if isinstance(a, decide.Lead):
+        return {
+            "action": "lead",
+            "token": a.token,
+            "deadline_us": a.deadline_us,
+            "next_renew_us": a.next_renew_us,
+        }
+    if isinstance(a, decide.Unconfirmed):
+        return {"action": "unconfirmed", "token": a.token, "retry_in_us": a.retry_in_us, "why": a.why}
+    if isinstance(a, decide.NotGrantedAction):
+        return {"action": "not_granted"}
+    if isinstance(a, decide.GraceWait):
+        return {"action": "grace", "wait_us": a.wait_us}
+    return {"action": "backoff", "kind": a.kind}
+
+
+def run_not_granted_pause(cfg: Optional[Config], i: Json) -> Json:
+    return {
+        "pause_us": decide.not_granted_pause_us(
+            need(cfg), i["block_us"], i["sent_at_us"], i["now_us"], i["unit"]
+        )
+    }
+
+
+def run_on_renew(cfg: Optional[Config], i: Json) -> Json:
+    a = decide.on_renew(
+        need(cfg), i["deadline_us"], i["sent_at_us"], i["now_us"], renew_result(i["result"])
+    )
+    if isinstance(a, decide.RenewedAction):
+        return {"action": "renewed", "deadline_us": a.deadline_us, "next_renew_us": a.next_renew_us}
+    if isinstance(a, decide.StepDown):
+        return {"action": "step_down", "reason": a.reason}
+    return {"action": "retry", "at_us": a.at_us, "why": a.why}
+
+
+def run_must_stop(cfg: Optional[Config], i: Json) -> Json:
+    return {"stop": decide.must_stop(need(cfg), i["deadline_us"], i["now_us"])}
+
+
+def run_step_down(cfg: Optional[Config], i: Json) -> Json:
+    return {"release": decide.release_after(i["reason"])}
+
+
+RUNNERS: Dict[str, Callable[[Optional[Config], Json], Json]] = {
+    "config_defaults": run_config_defaults,
+    "config_validate": run_config_validate,
+    "deadline": run_deadline,
+    "op_limit": run_op_limit,
+    "wait_for": run_wait_for,
+    "retry_interval": run_retry_interval,
+    "backoff": run_backoff,
+    "classify_error": run_classify_error,
+    "on_acquire": run_on_acquire,
+    "not_granted_pause": run_not_granted_pause,
+    "on_renew": run_on_renew,
+    "must_stop": run_must_stop,
+    "step_down": run_step_down,
+}
+
+
+def same(key: str, want: Any, got: Any) -> bool:
+    """Equality, with +-1 us on `*_us` numbers (floating point products) and recursion into
+    objects (every key of an expected object must be present and equal)."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict) or set(want) != set(got):
+            return False
+        return all(same(k, want[k], got[k]) for k in want)
+    if key.endswith("_us") and isinstance(want, int) and not isinstance(want, bool):
+        return isinstance(got, int) and not isinstance(got, bool) and abs(got - want) <= 1
+    if isinstance(want, float) or isinstance(got, float):
+        if isinstance(want, bool) or isinstance(got, bool) or want is None or got is None:
+            return False
+        return math.isclose(float(want), float(got), rel_tol=0, abs_tol=1e-12)
+    return type(want) is type(got) and bool(want == got)
+
+
+def check_file(path: Path) -> Tuple[int, List[str]]:
+    """Run every case of one file; returns (cases run, mismatch messages)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    decision = doc.get("decision")
+    if decision not in RUNNERS:
+        raise AssertionError(f"{path.name}: unknown decision {decision!r}")
+    runner = RUNNERS[decision]
+    cases = doc.get("cases") or []
+    if not cases:
+        raise AssertionError(f"{path.name}: no cases")
+    problems: List[str] = []
+    for case in cases:
+        where = f"{path.name} / {case.get('name')!r}"
+        try:
+            got = runner(config_of(doc.get("defaults"), case), case["input"])
+        except Exception as e:  # a crash is a mismatch too, with its place
+            problems.append(f"{where}: raised {e!r}")
+            continue
+        expect: Json = case["expect"]
+        unknown = set(expect) - set(got)
+        if unknown:
+            problems.append(f"{where}: unknown key(s) in expect {sorted(unknown)}")
+        for k, want in expect.items():
+            if k in got and not same(k, want, got[k]):
+                problems.append(f"{where}: {k}: want {want!r}, got {got[k]!r}")
+    return len(cases), problems
+
+
+def test_vector_folder_is_not_empty() -> None:
+    assert VECTORS_DIR.is_dir(), f"no vector folder at {VECTORS_DIR}"
+    assert vector_files(), f"no *.json vector files in {VECTORS_DIR}"
+
+
+def test_every_decision_has_a_runner_and_a_file() -> None:
+    decisions = {json.loads(p.read_text(encoding="utf-8"))["decision"] for p in vector_files()}
+    assert decisions == set(RUNNERS), f"files {sorted(decisions)} vs runners {sorted(RUNNERS)}"
+
+
+@pytest.mark.parametrize("path", vector_files(), ids=lambda p: p.name)
+def test_vector_file(path: Path) -> None:
+    n, problems = check_file(path)
+    assert n > 0
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", vector_files(), ids=lambda p: p.name)
+def test_vector_file_matches_schema(path: Path) -> None:
+    if not SCHEMA.exists():
+        pytest.skip(f"{SCHEMA} not in the repository yet")
+    import jsonschema
+
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    jsonschema.validate(json.loads(path.read_text(encoding="utf-8")), schema)
+
+
+def test_loader_rejects_unknown_decision_and_unknown_expect_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"decision": "nope", "cases": [{"name": "x", "input": {}, "expect": {}}]}))
+    with pytest.raises(AssertionError, match="unknown decision"):
+        check_file(bad)
+    extra = tmp_path / "extra.json"
+    extra.write_text(
+        json.dumps(
+            {
+                "decision": "step_down",
+                "cases": [
+                    {"name": "x", "input": {"reason": "deadline"}, "expect": {"release": True, "new_rule": 1}}
+                ],
+            }
+        )
+    )
+    _, problems = check_file(extra)
+    assert problems and "extra.json / 'x'" in problems[0] and "new_rule" in problems[0]
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(
+        json.dumps(
+            {
+                "decision": "step_down",
+                "cases": [{"name": "y", "input": {"reason": "deadline"}, "expect": {"release": False}}],
+            }
+        )
+    )
+    _, problems = check_file(wrong)
+    assert problems == ["wrong.json / 'y': release: want False, got True"]
