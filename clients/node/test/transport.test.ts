@@ -1,0 +1,61 @@
+// Reply parsing and error classification (no server needed).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { ReplyError } from "ioredis";
+import { classifyThrown, parseInteger, parseLeaseInfo, parseToken, ProtocolError, SAFE_REDIS_OPTIONS } from "../src/transport.js";
+
+test("tokens below 2^53 parse exactly; 2^53 and above are protocol errors, never rounded", () => {
+  assert.equal(parseToken("9007199254740991", "t"), 9007199254740991);
+  assert.equal(parseToken("1796103984115000", "t"), 1796103984115000);
+  for (const bad of ["9007199254740992", "9007199254740993", "18446744073709551615"]) {
+    assert.throws(() => parseToken(bad, "t"), ProtocolError, bad);
+  }
+  // Already-rounded numbers (a connection without stringNumbers) are refused as well.
+  assert.throws(() => parseToken(2 ** 53, "t"), ProtocolError);
+  assert.throws(() => parseToken(2 ** 53 + 2, "t"), ProtocolError);
+  assert.equal(parseToken(7, "t"), 7);
+});
+
+test("token shape: positive integer only", () => {
+  for (const bad of ["0", "-3", "1.5", "abc", "", "OK", null, [], {}]) {
+    assert.throws(() => parseToken(bad, "t"), ProtocolError, JSON.stringify(bad));
+  }
+});
+
+test("integers: negative allowed by parseInteger, bounded by 2^53", () => {
+  assert.equal(parseInteger("-1", "x"), -1);
+  assert.throws(() => parseInteger("-9007199254740992", "x"), ProtocolError);
+});
+
+test("LEASE.GET: nil, RESP2 array, RESP3 map shapes", () => {
+  assert.equal(parseLeaseInfo(null), null);
+  const want = { owner: "w-1", token: 42, pttlMs: 900 };
+  assert.deepEqual(parseLeaseInfo(["w-1", "42", "900"]), want);
+  assert.deepEqual(parseLeaseInfo(["owner", "w-1", "token", "42", "pttl", "900"]), want);
+  assert.deepEqual(parseLeaseInfo(new Map<string, unknown>([["owner", "w-1"], ["token", 42], ["pttl", 900]])), want);
+  assert.deepEqual(parseLeaseInfo({ token: "42", owner: "w-1", pttl: "900" }), want);
+  assert.throws(() => parseLeaseInfo(["w-1", "9007199254740992", "900"]), ProtocolError);
+  assert.throws(() => parseLeaseInfo(["w-1", "42"]), ProtocolError);
+  assert.throws(() => parseLeaseInfo("OK"), ProtocolError);
+});
+
+test("thrown errors: server replies by code, everything else is a broken connection", () => {
+  const grace = classifyThrown(new ReplyError("GRACE 2345 ms left: this server started recently"));
+  assert.deepEqual(grace.failure, { kind: "grace", graceUs: 2_345_000 });
+  assert.equal(grace.dropConnection, false);
+  assert.equal(classifyThrown(new ReplyError("READONLY You can't write against a read only replica.")).failure.kind, "readonly");
+  assert.equal(classifyThrown(new ReplyError("ERR ttl exceeds lease.max-ttl (30000 ms)")).failure.kind, "rejected");
+  const closed = classifyThrown(new Error("Connection is closed."));
+  assert.deepEqual(closed.failure, { kind: "connection", graceUs: null });
+  assert.equal(closed.dropConnection, true);
+  assert.equal(classifyThrown(new ProtocolError("LEASE.RENEW replied 2")).failure.kind, "protocol");
+});
+
+test("the connection settings that keep ioredis from sending lease commands behind the loop's back", () => {
+  assert.equal(SAFE_REDIS_OPTIONS.enableOfflineQueue, false);
+  assert.equal(SAFE_REDIS_OPTIONS.autoResendUnfulfilledCommands, false);
+  assert.equal(SAFE_REDIS_OPTIONS.retryStrategy(), null);
+  assert.equal(SAFE_REDIS_OPTIONS.maxRetriesPerRequest, 0);
+  assert.equal(SAFE_REDIS_OPTIONS.stringNumbers, true);
+  assert.equal(SAFE_REDIS_OPTIONS.commandTimeout, undefined);
+});
