@@ -1,0 +1,832 @@
+package io.redislease;
+
+import io.lettuce.core.RedisURI;
+import io.lettuce.core.protocol.CommandArgs;
+import io.lettuce.core.protocol.ProtocolVersion;
+import io.lettuce.core.resource.ClientResources;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * One candidate for one lease key: campaigns with {@code LEASE.ACQUIRE ... BLOCK}, runs the
+ * {@link Candidate} while leader, renews, steps down safely, releases on resign.
+ *
+ * <pre>{@code
+ * try (LeaderElector e = LeaderElector.builder()
+ *         .redis(RedisURI.create("redis://10.0.0.5:6379"))
+ *         .key("jobs/nightly-report").ttl(Duration.ofSeconds(10))
+ *         .candidate(ctx -> { while (ctx.isLeader()) { work(ctx.token()); } })
+ *         .build()) {
+ *     e.start();
+ *     ...
+ * }
+ * }</pre>
+ *
+ * <p>The loop runs on its own thread; every decision comes from {@link Decide}. Redis errors
+ * are never thrown to the caller: they are retried with backoff, logged, and counted.
+ */
+public final class LeaderElector implements AutoCloseable {
+    private static final Logger log = LoggerFactory.getLogger(LeaderElector.class);
+
+    private final String key;
+    private final String owner;
+    private final LeaseTiming timing;
+    private final Candidate candidate;
+    private final ElectorMetrics metrics;
+    private final Transport.Connector connector;
+    private final LeaderListener listener;
+    private final long observeIntervalNanos;
+
+    /** Completes on resign()/close(): wakes every wait of the loop. */
+    private final CompletableFuture<Void> resignSignal = new CompletableFuture<>();
+    /** Completes when the loop has ended (task stopped, lease released). */
+    private final CompletableFuture<Void> terminated = new CompletableFuture<>();
+    private final Object lifecycle = new Object();
+    private Thread loopThread;
+    private Thread observerThread;
+    private boolean started;
+    private volatile LeaderContext current;
+
+    // Elector-thread state.
+    private final Transport.Slot blockSlot;
+    private final Transport.Slot cmdSlot;
+    private Boolean redisUp;
+
+    private LeaderElector(Builder b, LeaseTiming timing) {
+        this.key = b.key;
+        this.owner = b.owner;
+        this.timing = timing;
+        this.candidate = b.candidate;
+        this.metrics = b.metrics;
+        this.listener = b.listener;
+        this.observeIntervalNanos = b.observeInterval != null ? b.observeInterval.toNanos() : timing.renewIntervalNanos();
+        this.connector = b.seeds != null
+                ? Transport.cluster(b.seeds, key, b.resources, timing.opTimeoutNanos(), b.protocol)
+                : Transport.standalone(b.uri, b.resources, timing.opTimeoutNanos(), b.protocol);
+        // R5: the BLOCKing acquire gets a connection of its own; renewals, non-blocking calls
+        // and releases use the other one. Each is closed after an abandoned call (R6).
+        this.blockSlot = new Transport.Slot(connector);
+        this.cmdSlot = new Transport.Slot(connector);
+    }
+
+    public static Builder builder() {
+        return new Builder();
+    }
+
+    public String key() {
+        return key;
+    }
+
+    public String owner() {
+        return owner;
+    }
+
+    public LeaseTiming timing() {
+        return timing;
+    }
+
+    /** Start campaigning on the elector's own thread. Idempotent. */
+    public LeaderElector start() {
+        synchronized (lifecycle) {
+            if (started) {
+                return this;
+            }
+            started = true;
+            loopThread = new Thread(this::runLoop, "lease-elector-" + key);
+            loopThread.setDaemon(true);
+            loopThread.start();
+            if (listener != null) {
+                observerThread = new Thread(this::observe, "lease-observer-" + key);
+                observerThread.setDaemon(true);
+                observerThread.start();
+            }
+        }
+        return this;
+    }
+
+    /**
+     * Graceful, final stop (R14): stop the task, wait for it (bounded by its deadline), then
+     * LEASE.RELEASE so a waiting follower takes over at once; no more campaigning. Returns at
+     * once; the future completes when all of that is done.
+     */
+    public CompletableFuture<Void> resign() {
+        resignSignal.complete(null);
+        synchronized (lifecycle) {
+            if (!started) {
+                started = true;
+                connector.shutdown();
+                terminated.complete(null);
+            }
+        }
+        return terminated.copy();
+    }
+
+    /** {@link #resign()} and wait until it is done. */
+    @Override
+    public void close() {
+        CompletableFuture<Void> done = resign();
+        try {
+            done.get();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } catch (ExecutionException e) {
+            log.warn("elector key={} owner={}: loop ended with {}", key, owner, e.getCause().toString());
+        }
+    }
+
+    /** True while this instance leads and its stop point is ahead (reads the clock). */
+    public boolean isLeader() {
+        LeaderContext c = current;
+        return c != null && c.isLeader();
+    }
+
+    /** The current reign's context, if leading. */
+    public Optional<LeaderContext> leadership() {
+        LeaderContext c = current;
+        return c != null && !c.isCancelled() ? Optional.of(c) : Optional.empty();
+    }
+
+    // ================================================================ the loop
+
+    private void runLoop() {
+        try {
+            campaign();
+        } catch (RuntimeException | Error e) {
+            log.error("elector key={} owner={}: loop failed", key, owner, e);
+        } finally {
+            blockSlot.dropAndWait();
+            cmdSlot.dropAndWait();
+            if (observerThread != null) {
+                observerThread.interrupt();
+                try {
+                    observerThread.join(TimeUnit.NANOSECONDS.toMillis(timing.opTimeoutNanos()) + 1000);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+            connector.shutdown();
+            terminated.complete(null);
+        }
+    }
+
+    private boolean resigned() {
+        return resignSignal.isDone();
+    }
+
+    private void campaign() {
+        long attempt = 0;
+        // A grant the server gave us that we may not use (late, or not acked by replicas). We
+        // hold it on the server, so we re-ask without BLOCK; same owner = refresh (R7, R11).
+        Long unconfirmed = null;
+        while (true) {
+            if (resigned()) {
+                releaseStray(unconfirmed != null);
+                return;
+            }
+            Long block = unconfirmed != null ? null : timing.blockTimeoutNanos();
+            long limit = Decide.opLimitNanos(timing, block);
+            // R1: taken BEFORE sending; the server starts the TTL after this instant.
+            long sentAt = System.nanoTime();
+            Decide.AcquireResult res;
+            try {
+                res = acquire(block, sentAt + limit);
+            } catch (Transport.Aborted a) {
+                // R14: the abandoned ACQUIRE may have been granted after all.
+                releaseStray(true);
+                return;
+            }
+            long now = System.nanoTime();
+            observe("acquire", res instanceof Decide.Failed f ? f.failure() : null);
+            Decide.AcquireDecision d = Decide.onAcquire(timing, sentAt, now, res);
+            if (d instanceof Decide.Lead lead) {
+                attempt = 0;
+                unconfirmed = null;
+                metrics.acquire("granted");
+                if (lead(lead) == StepDownReason.RESIGNED) {
+                    return;
+                }
+            } else if (d instanceof Decide.Unconfirmed u) {
+                attempt = 0;
+                unconfirmed = u.token();
+                if ("late_reply".equals(u.why())) {
+                    // R7: the normal path after a BLOCK that waited longer than the stop window.
+                    metrics.acquire("late");
+                    log.debug("grant arrived after its stop point; re-asking without BLOCK key={} owner={} token={} reason={}",
+                            key, owner, u.token(), u.why());
+                } else {
+                    metrics.acquire("unconfirmed");
+                    log.warn("grant not confirmed; not leading on it key={} owner={} token={} reason={}",
+                            key, owner, u.token(), u.why());
+                }
+                pause(u.retryInNanos());
+            } else if (d instanceof Decide.NotGrantedAgain) {
+                attempt = 0;
+                unconfirmed = null;
+                metrics.acquire("not_granted");
+                long p = Decide.notGrantedPauseNanos(timing, block, sentAt, now, ThreadLocalRandom.current().nextDouble());
+                if (p > 0) {
+                    pause(p);
+                }
+            } else if (d instanceof Decide.Grace g) {
+                metrics.acquire("grace");
+                log.info("server in grace period; waiting key={} owner={} grace_ms={}", key, owner,
+                        g.waitNanos() / Decide.MILLI);
+                pause(g.waitNanos());
+            } else if (d instanceof Decide.Backoff b) {
+                metrics.acquire("error");
+                long p = Decide.backoffNanos(timing, attempt, ThreadLocalRandom.current().nextDouble());
+                attempt++;
+                log.debug("acquire failed; backing off key={} kind={} backoff_ms={} attempt={}", key,
+                        b.kind().label(), p / Decide.MILLI, attempt);
+                pause(p);
+            }
+        }
+    }
+
+    /** Sleep, or until resign. */
+    private void pause(long nanos) {
+        if (nanos <= 0) {
+            return;
+        }
+        try {
+            resignSignal.get(nanos, TimeUnit.NANOSECONDS);
+        } catch (TimeoutException | ExecutionException e) {
+            // slept the full pause
+        } catch (InterruptedException e) {
+            resignSignal.complete(null);
+        }
+    }
+
+    /** LEASE.ACQUIRE key owner ttl [BLOCK ms] (+ WAIT when granted), bounded by {@code until}. */
+    private Decide.AcquireResult acquire(Long block, long until) throws Transport.Aborted {
+        Transport.Slot slot = block != null ? blockSlot : cmdSlot;
+        CommandArgs<String, String> a = Transport.args(key).add(owner).add(timing.ttlMillis());
+        if (block != null) {
+            a.add("BLOCK").add(Decide.wireMillis(block));
+        }
+        try {
+            Transport.Link link = slot.get(until, resignSignal);
+            Object reply = call(slot, link.dispatch(Transport.Cmd.ACQUIRE, a), until, resignSignal);
+            Long token = Transport.parseToken(reply);
+            if (token == null) {
+                return new Decide.NotGranted();
+            }
+            Integer acked = null;
+            Decide.WaitFor w = Decide.waitFor(timing);
+            if (w != null) {
+                acked = call(slot, link.waitFor(w), until, resignSignal).intValue();
+            }
+            return new Decide.Granted(token, acked);
+        } catch (Transport.CommandFailed f) {
+            if (Transport.dropsConnection(f.failure.kind())) {
+                slot.drop();
+            }
+            return new Decide.Failed(f.failure);
+        }
+    }
+
+    /**
+     * Wait for one reply. Any wait we abandon (timeout, abort) closes the connection: its reply
+     * is still in flight and must never be read as the reply to a later command (R6).
+     */
+    private static <T> T call(Transport.Slot slot, CompletableFuture<T> f, long until, CompletableFuture<?> abort)
+            throws Transport.CommandFailed, Transport.Aborted {
+        try {
+            return Transport.await(f, until, abort);
+        } catch (TimeoutException e) {
+            slot.drop();
+            throw new Transport.CommandFailed(Decide.Failure.of(ErrorKind.TIMEOUT, "no reply in time"));
+        } catch (Transport.Aborted e) {
+            slot.drop();
+            throw e;
+        } catch (ExecutionException e) {
+            throw new Transport.CommandFailed(Transport.classify(e.getCause()));
+        }
+    }
+
+    /** Count errors; log when Redis becomes unreachable and when it is back (once per change). */
+    private void observe(String op, Decide.Failure failure) {
+        boolean up;
+        if (failure == null) {
+            up = true;
+        } else {
+            metrics.redisError(op, failure.kind().label());
+            if (failure.kind() == ErrorKind.REJECTED) {
+                log.warn("redis rejected the request key={} owner={} op={} error={}", key, owner, op, failure);
+            } else if (!failure.kind().unreachable() && failure.kind() != ErrorKind.GRACE) {
+                log.warn("redis error key={} owner={} op={} error={}", key, owner, op, failure);
+            }
+            up = !failure.kind().unreachable();
+        }
+        if (redisUp == null || redisUp != up) {
+            if (up && redisUp != null) {
+                log.info("redis reachable again key={} owner={}", key, owner);
+            } else if (!up) {
+                log.warn("redis unreachable key={} owner={} op={} error={}", key, owner, op, failure);
+            }
+            redisUp = up;
+            metrics.redisUp(up);
+        }
+    }
+
+    // ================================================================ leading
+
+    private StepDownReason lead(Decide.Lead grant) {
+        long token = grant.token();
+        long deadline = grant.deadline();
+        long nextRenew = grant.nextRenew();
+        LeaderContext ctx = new LeaderContext(token, key, owner, timing.stopBudgetNanos(), deadline);
+        CompletableFuture<Throwable> taskDone = new CompletableFuture<>();
+        Thread task = new Thread(() -> runTask(ctx, taskDone), "lease-leader-" + key + "-" + token);
+        task.setDaemon(true);
+        ctx.attach(task);
+        current = ctx;
+        metrics.leader(token, deadline);
+        log.info("became leader key={} owner={} token={} reason=acquired lead_ms={}", key, owner, token,
+                (deadline - System.nanoTime()) / Decide.MILLI);
+        task.start();
+
+        StepDownReason reason;
+        while (true) {
+            long stop = Decide.stopAt(timing, deadline);
+            long wakeAt = nextRenew - stop < 0 ? nextRenew : stop;
+            try {
+                Transport.await(taskDone, wakeAt, resignSignal);
+            } catch (TimeoutException | ExecutionException e) {
+                // woke on time
+            } catch (Transport.Aborted e) {
+                // resign: checked below, after the clock
+            }
+            long now = System.nanoTime();
+            // R3: past the stop point nothing else matters, not even a renewal that could
+            // still succeed (the task would be running on an unbacked lease). This is also
+            // the first check after a process pause (SIGSTOP, GC).
+            if (Decide.mustStop(timing, deadline, now)) {
+                reason = StepDownReason.DEADLINE;
+                break;
+            }
+            if (resigned()) {
+                reason = StepDownReason.RESIGNED;
+                break;
+            }
+            if (taskDone.isDone()) {
+                reason = StepDownReason.TASK_EXITED;
+                break;
+            }
+            if (now - nextRenew < 0) {
+                continue;
+            }
+            long sentAt = System.nanoTime();
+            if (Decide.mustStop(timing, deadline, sentAt)) {
+                reason = StepDownReason.DEADLINE;
+                break;
+            }
+            // A renewal's own limit is capped at the stop point: waiting longer is pointless.
+            long until = Math.min(sentAt + Decide.opLimitNanos(timing, null) - stop, 0) + stop;
+            Decide.RenewResult res;
+            try {
+                res = renew(token, until);
+            } catch (Transport.Aborted e) {
+                reason = StepDownReason.RESIGNED;
+                break;
+            }
+            now = System.nanoTime();
+            if (res instanceof Decide.Failed f && f.failure().kind() == ErrorKind.TIMEOUT
+                    && Decide.mustStop(timing, deadline, now)) {
+                // The wait was cut at the stop point: that is the deadline, not a renew error.
+                metrics.renew("error", now - sentAt);
+                reason = StepDownReason.DEADLINE;
+                break;
+            }
+            observe("renew", res instanceof Decide.Failed f ? f.failure() : null);
+            Decide.RenewDecision d = Decide.onRenew(timing, deadline, sentAt, now, res);
+            if (d instanceof Decide.Extend x) {
+                metrics.renew("renewed", now - sentAt);
+                deadline = x.deadline();
+                nextRenew = x.nextRenew();
+                ctx.extend(deadline);
+                metrics.deadline(deadline);
+            } else if (d instanceof Decide.StepDown s) {
+                metrics.renew(s.reason() == StepDownReason.RENEW_REJECTED ? "rejected" : "error", now - sentAt);
+                reason = s.reason();
+                break;
+            } else if (d instanceof Decide.Retry r) {
+                metrics.renew("replicas_not_acked".equals(r.why()) ? "unconfirmed" : "error", now - sentAt);
+                log.debug("renewal did not count; retrying key={} token={} reason={}", key, token, r.why());
+                nextRenew = r.at();
+            }
+        }
+
+        // R13: step down. Fire the stop signal first (nobody, not even the task's own
+        // isLeader(), may believe we lead past this point), then wait for the task.
+        ctx.fire();
+        current = null;
+        metrics.follower(reason.label());
+        if (reason == StepDownReason.RENEW_REJECTED || reason == StepDownReason.DEADLINE) {
+            log.warn("lost leadership key={} owner={} token={} reason={}", key, owner, token, reason.label());
+        } else {
+            log.info("stepping down key={} owner={} token={} reason={}", key, owner, token, reason.label());
+        }
+        if (!taskDone.isDone()) {
+            // The task was told at deadline - stop_budget; it has until the deadline.
+            try {
+                Transport.await(taskDone, deadline, null);
+            } catch (TimeoutException e) {
+                metrics.taskOverrun();
+                log.error("leader task still running at the local deadline (it ignores cancellation); abandoned "
+                        + "key={} owner={} token={}", key, owner, token);
+            } catch (ExecutionException | Transport.Aborted e) {
+                // ended
+            }
+        }
+        Throwable failure = taskDone.getNow(null);
+        if (failure != null) {
+            log.error("leader task failed key={} owner={} token={}", key, owner, token, failure);
+        }
+        // R13: release only now, after the task stopped: the next leader must not start while
+        // our task still works. Not after renew_rejected: the server said it is not ours.
+        if (Decide.releaseAfter(reason)) {
+            release(token);
+        }
+        try {
+            candidate.onRevoked(reason);
+        } catch (RuntimeException e) {
+            log.warn("onRevoked threw key={} token={}", key, token, e);
+        }
+        return reason;
+    }
+
+    private void runTask(LeaderContext ctx, CompletableFuture<Throwable> done) {
+        if (ctx.isCancelled()) {
+            Thread.currentThread().interrupt();
+        }
+        Throwable failure = null;
+        try {
+            candidate.onGranted(ctx);
+        } catch (InterruptedException e) {
+            // the stop signal's interrupt: a normal way to stop
+        } catch (Exception | Error e) {
+            failure = e;
+        } finally {
+            done.complete(failure);
+        }
+    }
+
+    /** LEASE.RENEW key owner token ttl (+ WAIT when renewed), bounded by {@code until}. */
+    private Decide.RenewResult renew(long token, long until) throws Transport.Aborted {
+        CommandArgs<String, String> a = Transport.args(key).add(owner).add(token).add(timing.ttlMillis());
+        try {
+            Transport.Link link = cmdSlot.get(until, resignSignal);
+            boolean renewed = Transport.parseFlag(Transport.Cmd.RENEW,
+                    call(cmdSlot, link.dispatch(Transport.Cmd.RENEW, a), until, resignSignal));
+            if (!renewed) {
+                return new Decide.NotHeld();
+            }
+            Integer acked = null;
+            Decide.WaitFor w = Decide.waitFor(timing);
+            if (w != null) {
+                acked = call(cmdSlot, link.waitFor(w), until, resignSignal).intValue();
+            }
+            return new Decide.Renewed(acked);
+        } catch (Transport.CommandFailed f) {
+            if (Transport.dropsConnection(f.failure.kind())) {
+                cmdSlot.drop();
+            }
+            return new Decide.Failed(f.failure);
+        }
+    }
+
+    /** Best-effort LEASE.RELEASE, bounded by op_timeout; if it fails the lease just expires. */
+    private void release(long token) {
+        long until = System.nanoTime() + timing.opTimeoutNanos();
+        try {
+            Transport.Link link = cmdSlot.get(until, null);
+            boolean released = Transport.parseFlag(Transport.Cmd.RELEASE, call(cmdSlot,
+                    link.dispatch(Transport.Cmd.RELEASE, Transport.args(key).add(owner).add(token)), until, null));
+            observe("release", null);
+            log.info("released lease key={} owner={} token={} released={}", key, owner, token, released);
+        } catch (Transport.CommandFailed f) {
+            if (Transport.dropsConnection(f.failure.kind())) {
+                cmdSlot.drop();
+            }
+            observe("release", f.failure);
+            log.warn("release failed; the lease will expire on the server key={} owner={} token={} error={}", key,
+                    owner, token, f.failure);
+        } catch (Transport.Aborted e) {
+            // no abort signal here
+        }
+    }
+
+    /** R14: after resigning as a follower, a grant we never saw may exist: look, release if ours. */
+    private void releaseStray(boolean maybeGranted) {
+        if (!maybeGranted) {
+            return;
+        }
+        try {
+            LeaseHolder h = get(cmdSlot, System.nanoTime() + timing.opTimeoutNanos());
+            if (h != null && h.owner().equals(owner)) {
+                release(h.token());
+            }
+        } catch (Transport.CommandFailed f) {
+            log.debug("could not check for a stray grant key={} error={}", key, f.failure);
+        }
+    }
+
+    private LeaseHolder get(Transport.Slot slot, long until) throws Transport.CommandFailed {
+        try {
+            Transport.Link link = slot.get(until, null);
+            return Transport.parseHolder(call(slot, link.dispatch(Transport.Cmd.GET, Transport.args(key)), until, null));
+        } catch (Transport.CommandFailed f) {
+            if (Transport.dropsConnection(f.failure.kind())) {
+                slot.drop();
+            }
+            throw f;
+        } catch (Transport.Aborted e) {
+            throw new Transport.CommandFailed(Decide.Failure.of(ErrorKind.TIMEOUT, "aborted"));
+        }
+    }
+
+    // ================================================================ observing
+
+    private void observe() {
+        Transport.Slot slot = new Transport.Slot(connector);
+        Optional<LeaseHolder> last = null;
+        try {
+            while (!resigned() && !Thread.currentThread().isInterrupted()) {
+                try {
+                    LeaseHolder h = get(slot, System.nanoTime() + timing.opTimeoutNanos());
+                    Optional<LeaseHolder> now = Optional.ofNullable(h);
+                    if (last == null || !sameHolder(last, now)) {
+                        last = now;
+                        try {
+                            listener.onLeaderChanged(now);
+                        } catch (RuntimeException e) {
+                            log.warn("leader listener threw key={}", key, e);
+                        }
+                    }
+                } catch (Transport.CommandFailed f) {
+                    log.debug("LEASE.GET failed key={} error={}", key, f.failure);
+                }
+                try {
+                    resignSignal.get(observeIntervalNanos, TimeUnit.NANOSECONDS);
+                } catch (TimeoutException | ExecutionException e) {
+                    // next poll
+                }
+            }
+        } catch (InterruptedException e) {
+            // closing
+        } finally {
+            slot.dropAndWait();
+        }
+    }
+
+    private static boolean sameHolder(Optional<LeaseHolder> a, Optional<LeaseHolder> b) {
+        if (a.isEmpty() || b.isEmpty()) {
+            return a.isEmpty() && b.isEmpty();
+        }
+        return a.get().owner().equals(b.get().owner()) && a.get().token() == b.get().token();
+    }
+
+    // ================================================================ builder
+
+    /** host-pid-random: unique per process incarnation (a restart never inherits a lease). */
+    public static String defaultOwner() {
+        String host = null;
+        try {
+            host = Files.readString(Path.of("/proc/sys/kernel/hostname"), StandardCharsets.UTF_8).strip();
+        } catch (Exception e) {
+            // not Linux
+        }
+        if (host == null || host.isEmpty()) {
+            host = System.getenv("HOSTNAME");
+        }
+        if (host == null || host.isEmpty()) {
+            host = "unknown";
+        }
+        return host + "-" + ProcessHandle.current().pid() + "-"
+                + String.format("%08x", new java.security.SecureRandom().nextInt());
+    }
+
+    /** Configuration of a {@link LeaderElector}; every timing defaults from the TTL. */
+    public static final class Builder {
+        private RedisURI uri;
+        private List<RedisURI> seeds;
+        private ClientResources resources;
+        private ProtocolVersion protocol;
+        private String key;
+        private Duration ttl;
+        private String owner;
+        private Double drift;
+        private Duration margin;
+        private Duration stopBudget;
+        private Duration renewInterval;
+        private Duration opTimeout;
+        private Duration blockTimeout;
+        private Integer minReplicas;
+        private Duration waitTimeout;
+        private Duration backoffMin;
+        private Duration backoffMax;
+        private Candidate candidate;
+        private ElectorMetrics metrics = ElectorMetrics.NOOP;
+        private LeaderListener listener;
+        private Duration observeInterval;
+
+        private Builder() {}
+
+        /**
+         * A standalone primary ({@code redis://host:port}) or a Sentinel-monitored one
+         * ({@code RedisURI.Builder.sentinel(host, port, masterId)}, or a
+         * {@code redis-sentinel://} URI): the primary is resolved at every (re)connect.
+         */
+        public Builder redis(RedisURI uri) {
+            this.uri = uri;
+            this.seeds = null;
+            return this;
+        }
+
+        /** A Redis Cluster, by its seed nodes; commands go to the primary of the key's slot. */
+        public Builder cluster(List<RedisURI> seeds) {
+            this.seeds = new ArrayList<>(seeds);
+            this.uri = null;
+            return this;
+        }
+
+        /**
+         * Share the event loops of an existing Lettuce client ({@code client.getResources()}).
+         * The elector still creates its own client object, because it needs client options of
+         * its own (no auto-reconnect, no command timeout: see the README).
+         */
+        public Builder clientResources(ClientResources resources) {
+            this.resources = resources;
+            return this;
+        }
+
+        /** RESP2 or RESP3 (default: Lettuce's, RESP3 when the server speaks it). */
+        public Builder protocolVersion(ProtocolVersion v) {
+            this.protocol = v;
+            return this;
+        }
+
+        public Builder key(String key) {
+            this.key = key;
+            return this;
+        }
+
+        public Builder ttl(Duration ttl) {
+            this.ttl = ttl;
+            return this;
+        }
+
+        /** Owner id; default {@link #defaultOwner()}. Must be unique per process incarnation. */
+        public Builder owner(String owner) {
+            this.owner = owner;
+            return this;
+        }
+
+        public Builder drift(double drift) {
+            this.drift = drift;
+            return this;
+        }
+
+        public Builder margin(Duration d) {
+            this.margin = d;
+            return this;
+        }
+
+        /** How long before the local deadline the task is told to stop (default ttl/5). */
+        public Builder stopBudget(Duration d) {
+            this.stopBudget = d;
+            return this;
+        }
+
+        public Builder renewInterval(Duration d) {
+            this.renewInterval = d;
+            return this;
+        }
+
+        public Builder opTimeout(Duration d) {
+            this.opTimeout = d;
+            return this;
+        }
+
+        public Builder blockTimeout(Duration d) {
+            this.blockTimeout = d;
+            return this;
+        }
+
+        /** Grants and renewals count only once {@code n} replicas acknowledged them (WAIT). */
+        public Builder minReplicas(int n, Duration waitTimeout) {
+            this.minReplicas = n;
+            this.waitTimeout = waitTimeout;
+            return this;
+        }
+
+        public Builder backoff(Duration min, Duration max) {
+            this.backoffMin = min;
+            this.backoffMax = max;
+            return this;
+        }
+
+        public Builder candidate(Candidate c) {
+            this.candidate = c;
+            return this;
+        }
+
+        /** Metrics sink, e.g. {@code new MicrometerElectorMetrics(registry, key)}. */
+        public Builder metrics(ElectorMetrics m) {
+            this.metrics = m;
+            return this;
+        }
+
+        /** Observe the current leader with LEASE.GET every {@code interval} (default renew interval). */
+        public Builder leaderListener(LeaderListener l) {
+            this.listener = l;
+            return this;
+        }
+
+        public Builder observeInterval(Duration d) {
+            this.observeInterval = d;
+            return this;
+        }
+
+        /** The timing these settings give (validated by {@link #build()}). */
+        public LeaseTiming timing() {
+            if (ttl == null) {
+                throw new IllegalArgumentException("invalid configuration: ttl: ttl is required");
+            }
+            LeaseTiming t = Decide.defaults(Math.max(0L, ttl.toMillis()));
+            if (drift != null) {
+                t = t.withDrift(drift);
+            }
+            if (margin != null) {
+                t = t.withMarginNanos(margin.toNanos());
+            }
+            if (stopBudget != null) {
+                t = t.withStopBudgetNanos(stopBudget.toNanos());
+            }
+            if (renewInterval != null) {
+                t = t.withRenewIntervalNanos(renewInterval.toNanos());
+            }
+            if (opTimeout != null) {
+                t = t.withOpTimeoutNanos(opTimeout.toNanos());
+            }
+            if (blockTimeout != null) {
+                t = t.withBlockTimeoutNanos(blockTimeout.toNanos());
+            }
+            if (minReplicas != null) {
+                t = t.withMinReplicas(minReplicas, waitTimeout == null ? t.waitTimeoutNanos() : waitTimeout.toNanos());
+            }
+            if (backoffMin != null || backoffMax != null) {
+                t = t.withBackoffNanos(backoffMin == null ? t.backoffMinNanos() : backoffMin.toNanos(),
+                        backoffMax == null ? t.backoffMaxNanos() : backoffMax.toNanos());
+            }
+            return t;
+        }
+
+        /**
+         * Validate (before anything is sent) and create the elector; nothing connects until
+         * {@link LeaderElector#start()}.
+         *
+         * @throws IllegalArgumentException {@code invalid configuration: <rule>: <why>}
+         */
+        public LeaderElector build() {
+            if (uri == null && seeds == null) {
+                throw new IllegalArgumentException("invalid configuration: redis: redis(uri) or cluster(seeds) is required");
+            }
+            if (seeds != null && seeds.isEmpty()) {
+                throw new IllegalArgumentException("invalid configuration: redis: cluster needs at least one seed");
+            }
+            if (candidate == null) {
+                throw new IllegalArgumentException("invalid configuration: candidate: a candidate is required");
+            }
+            if (metrics == null) {
+                metrics = ElectorMetrics.NOOP;
+            }
+            if (owner == null) {
+                owner = defaultOwner();
+            }
+            LeaseTiming t = timing();
+            Decide.Problem p = Decide.configProblem(t, key, owner);
+            if (p != null) {
+                throw new IllegalArgumentException("invalid configuration: " + p);
+            }
+            if (observeInterval != null && observeInterval.toMillis() < 1) {
+                throw new IllegalArgumentException("invalid configuration: observe_interval: at least 1 ms");
+            }
+            return new LeaderElector(this, t);
+        }
+    }
+}

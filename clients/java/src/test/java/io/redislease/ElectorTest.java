@@ -1,0 +1,239 @@
+package io.redislease;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import io.lettuce.core.protocol.ProtocolVersion;
+import io.micrometer.prometheusmetrics.PrometheusConfig;
+import io.micrometer.prometheusmetrics.PrometheusMeterRegistry;
+import java.time.Duration;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/** The elector against real redis-server processes with the module loaded. */
+class ElectorTest {
+    private static final Duration TTL = Duration.ofMillis(1000);
+
+    /** A candidate that records its reign and works until told to stop. */
+    static final class Recorder implements Candidate {
+        final CompletableFuture<LeaderContext> granted = new CompletableFuture<>();
+        final CompletableFuture<StepDownReason> revoked = new CompletableFuture<>();
+        final AtomicLong grantedAt = new AtomicLong();
+        final AtomicLong cancelSeenAt = new AtomicLong();
+        final AtomicLong deadlineAtCancel = new AtomicLong();
+        final AtomicLong taskEndedAt = new AtomicLong();
+
+        @Override
+        public void onGranted(LeaderContext ctx) throws Exception {
+            grantedAt.set(System.nanoTime());
+            granted.complete(ctx);
+            ctx.cancelled().thenRun(() -> {
+                cancelSeenAt.set(System.nanoTime());
+            });
+            long dl = ctx.deadlineNanos().orElse(0);
+            try {
+                while (ctx.isLeader()) {
+                    dl = ctx.deadlineNanos().orElse(dl);
+                    Thread.sleep(5);
+                }
+            } catch (InterruptedException e) {
+                // the stop signal
+            } finally {
+                deadlineAtCancel.set(dl);
+                taskEndedAt.set(System.nanoTime());
+            }
+        }
+
+        @Override
+        public void onRevoked(StepDownReason reason) {
+            revoked.complete(reason);
+        }
+    }
+
+    private static LeaderElector.Builder elector(RedisServer r, String key, Candidate c) {
+        return LeaderElector.builder().redis(r.uri()).key(key).ttl(TTL).candidate(c);
+    }
+
+    @Test
+    @Timeout(60)
+    void handOverOnResignIsImmediate() throws Exception {
+        try (RedisServer r = RedisServer.start()) {
+            Recorder a = new Recorder();
+            Recorder b = new Recorder();
+            RecordingMetrics mb = new RecordingMetrics();
+            try (LeaderElector ea = elector(r, "handover", a).build().start()) {
+                LeaderContext ca = a.granted.get(10, TimeUnit.SECONDS);
+                try (LeaderElector eb = elector(r, "handover", b).metrics(mb).build().start()) {
+                    // Long enough for A to renew (T/3) several times and for B's BLOCK to wait
+                    // past its stop window, so B also goes through the late-reply re-ask (R7).
+                    Thread.sleep(1500);
+                    assertTrue(ca.isLeader(), "A still leads after renewals");
+                    assertFalse(b.granted.isDone(), "B waits while A leads");
+                    assertFalse(eb.isLeader());
+                    assertEquals(ea.owner() + " " + ca.token(), r.command("LEASE.GET", "handover").replaceAll(" \\d+$", ""));
+
+                    long resignAt = System.nanoTime();
+                    ea.resign();
+                    LeaderContext cb = b.granted.get(5, TimeUnit.SECONDS);
+                    double ms = (b.grantedAt.get() - resignAt) / 1e6;
+                    System.out.printf("hand-over on resign: %.1f ms (A stopped its task, released; B granted)%n", ms);
+                    assertTrue(ms < 1000, "hand-over took " + ms + " ms");
+                    assertTrue(cb.token() > ca.token(), "new token is higher");
+                    assertTrue(eb.isLeader());
+                    // Order (R13): A's task had stopped before B was granted.
+                    assertTrue(a.taskEndedAt.get() != 0 && a.taskEndedAt.get() - b.grantedAt.get() < 0,
+                            "A's task stopped before B's grant");
+                    assertEquals(StepDownReason.RESIGNED, a.revoked.get(5, TimeUnit.SECONDS));
+                    assertFalse(ca.isLeader());
+                    assertTrue(mb.count("acquire:late") >= 1, "B's long BLOCK grant went through the late-reply re-ask");
+                }
+            }
+        }
+    }
+
+    @Test
+    @Timeout(60)
+    void redisKilledStepsDownBeforeTheDeadline() throws Exception {
+        try (RedisServer r = RedisServer.start()) {
+            Recorder a = new Recorder();
+            RecordingMetrics m = new RecordingMetrics();
+            try (LeaderElector e = elector(r, "killed", a).metrics(m).build().start()) {
+                LeaderContext ctx = a.granted.get(10, TimeUnit.SECONDS);
+                Thread.sleep(500);
+                long killedAt = System.nanoTime();
+                r.kill();
+                assertEquals(StepDownReason.DEADLINE, a.revoked.get(5, TimeUnit.SECONDS));
+                long deadline = a.deadlineAtCancel.get();
+                long stopAt = deadline - e.timing().stopBudgetNanos();
+                System.out.printf("redis killed: stop signal %.1f ms after the kill, %.1f ms before the deadline; "
+                        + "task ended %.1f ms before the deadline%n", (a.cancelSeenAt.get() - killedAt) / 1e6,
+                        (deadline - a.cancelSeenAt.get()) / 1e6, (deadline - a.taskEndedAt.get()) / 1e6);
+                assertTrue(a.cancelSeenAt.get() != 0, "stop signal fired");
+                assertTrue(a.cancelSeenAt.get() - stopAt >= 0, "not before the stop point: errors keep the old deadline");
+                assertTrue(a.cancelSeenAt.get() - deadline < 0, "stop signal before the deadline");
+                assertTrue(a.taskEndedAt.get() - deadline < 0, "task ended before the deadline");
+                assertFalse(ctx.isLeader());
+                assertTrue(m.count("error:renew:connection") + m.count("error:renew:timeout") >= 1);
+                assertEquals(0, m.count("overrun"));
+            }
+        }
+    }
+
+    @Test
+    @Timeout(60)
+    void listenerSeesTheLeaderUnderResp2AndResp3() throws Exception {
+        try (RedisServer r = RedisServer.start()) {
+            for (ProtocolVersion v : List.of(ProtocolVersion.RESP2, ProtocolVersion.RESP3)) {
+                String key = "observe-" + v;
+                Recorder a = new Recorder();
+                List<Optional<LeaseHolder>> seen = new CopyOnWriteArrayList<>();
+                CompletableFuture<LeaseHolder> held = new CompletableFuture<>();
+                try (LeaderElector e = elector(r, key, a).protocolVersion(v).observeInterval(Duration.ofMillis(50))
+                        .leaderListener(h -> {
+                            seen.add(h);
+                            h.ifPresent(held::complete);
+                        }).build().start()) {
+                    LeaderContext ctx = a.granted.get(10, TimeUnit.SECONDS);
+                    LeaseHolder h = held.get(5, TimeUnit.SECONDS);
+                    assertEquals(e.owner(), h.owner(), v.toString());
+                    assertEquals(ctx.token(), h.token(), v.toString());
+                    assertTrue(h.pttl().toMillis() > 0 && h.pttl().toMillis() <= TTL.toMillis(), v.toString());
+                }
+                assertFalse(seen.isEmpty());
+            }
+        }
+    }
+
+    @Test
+    @Timeout(60)
+    void prometheusRendersTheRustClientsMetricNames() throws Exception {
+        try (RedisServer r = RedisServer.start()) {
+            PrometheusMeterRegistry reg = new PrometheusMeterRegistry(PrometheusConfig.DEFAULT);
+            Recorder a = new Recorder();
+            LeaderElector e = elector(r, "metrics", a).metrics(new MicrometerElectorMetrics(reg, "metrics")).build().start();
+            a.granted.get(10, TimeUnit.SECONDS);
+            Thread.sleep(800); // at least one renewal
+            String leading = reg.scrape();
+            e.close();
+            String text = reg.scrape();
+            assertTrue(leading.contains("lease_is_leader{key=\"metrics\"} 1"), leading);
+            assertTrue(leading.matches("(?s).*lease_deadline_seconds\\{key=\"metrics\"\\} 0\\.[1-9].*"), leading);
+            for (String want : new String[] {
+                "lease_is_leader{key=\"metrics\"} 0",
+                "lease_token{key=\"metrics\"} 0",
+                "lease_transitions_total{key=\"metrics\",reason=\"acquired\",to=\"leader\"} 1",
+                "lease_transitions_total{key=\"metrics\",reason=\"resigned\",to=\"follower\"} 1",
+                "lease_acquire_attempts_total{key=\"metrics\",result=\"granted\"} 1",
+                "lease_renew_total{key=\"metrics\",result=\"renewed\"}",
+                "lease_renew_latency_seconds_bucket{key=\"metrics\",le=\"5.0E-4\"}",
+                "lease_renew_latency_seconds_bucket{key=\"metrics\",le=\"2.5\"}",
+                "lease_renew_latency_seconds_count{key=\"metrics\"}",
+                "lease_deadline_seconds{key=\"metrics\"} 0",
+                "lease_redis_up{key=\"metrics\"} 1",
+                "lease_task_overrun_total{key=\"metrics\"} 0",
+            }) {
+                assertTrue(text.contains(want), "missing " + want + " in\n" + text);
+            }
+        }
+    }
+
+    @Test
+    void invalidConfigurationIsRefusedBeforeConnecting() {
+        Candidate c = ctx -> {};
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> LeaderElector.builder()
+                .redis(io.lettuce.core.RedisURI.create("redis://127.0.0.1:1")).key("k").ttl(TTL)
+                .stopBudget(Duration.ofMillis(700)).candidate(c).build());
+        assertTrue(e.getMessage().startsWith("invalid configuration: stop_window:"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> LeaderElector.builder()
+                .redis(io.lettuce.core.RedisURI.create("redis://127.0.0.1:1")).key("").ttl(TTL).candidate(c).build());
+        assertTrue(e.getMessage().startsWith("invalid configuration: key:"), e.getMessage());
+        String owner = LeaderElector.defaultOwner();
+        assertTrue(owner.matches(".+-" + ProcessHandle.current().pid() + "-[0-9a-f]{8}"), owner);
+    }
+
+    @Test
+    @Timeout(60)
+    void taskThatReturnsEndsTheReignAndReleases() throws Exception {
+        try (RedisServer r = RedisServer.start()) {
+            AtomicReference<Long> firstToken = new AtomicReference<>();
+            CompletableFuture<Long> second = new CompletableFuture<>();
+            CompletableFuture<StepDownReason> reason = new CompletableFuture<>();
+            Candidate c = new Candidate() {
+                @Override
+                public void onGranted(LeaderContext ctx) {
+                    if (!firstToken.compareAndSet(null, ctx.token())) {
+                        second.complete(ctx.token());
+                        try {
+                            ctx.cancelled().get();
+                        } catch (Exception e) {
+                            // stop
+                        }
+                    }
+                }
+
+                @Override
+                public void onRevoked(StepDownReason why) {
+                    reason.complete(why);
+                }
+            };
+            try (LeaderElector e = elector(r, "exit", c).build().start()) {
+                assertEquals(StepDownReason.TASK_EXITED, reason.get(10, TimeUnit.SECONDS));
+                // Released, so the elector's next campaign is granted at once with a new token.
+                long t2 = second.get(5, TimeUnit.SECONDS);
+                assertNotNull(firstToken.get());
+                assertTrue(t2 > firstToken.get());
+                assertTrue(e.isLeader());
+            }
+        }
+    }
+}
