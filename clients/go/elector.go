@@ -292,6 +292,18 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 	var reason StopReason
 	var end taskEnd
 	taskFinished := false
+	// Why not always task_exited: a task that checks IsLeader() returns when the stop point
+	// passed, possibly before our stop timer fired (or select picked it); that is the end of
+	// the term (campaign again), not the task finishing its job (Run returns).
+	taskReturned := func() StopReason {
+		if ctx.Err() != nil {
+			return ReasonResigned
+		}
+		if mustStop(e.p, deadline, time.Now()) {
+			return ReasonDeadline
+		}
+		return ReasonTaskExited
+	}
 	for reason == "" {
 		stop := stopAt(e.p, deadline)
 		stopT := time.NewTimer(time.Until(stop))
@@ -304,7 +316,7 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 		case <-ctx.Done():
 			reason = ReasonResigned
 		case end = <-done:
-			reason, taskFinished = ReasonTaskExited, true
+			reason, taskFinished = taskReturned(), true
 		case <-renewT.C:
 		}
 		stopT.Stop()
@@ -336,7 +348,7 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 		case <-ctx.Done():
 			reason = ReasonResigned
 		case end = <-done:
-			reason, taskFinished = ReasonTaskExited, true
+			reason, taskFinished = taskReturned(), true
 		case res = <-ch:
 		case <-limitT.C:
 			res = renewResult{Err: &cmdError{Kind: KindTimeout, Msg: "no reply within " + limit.String()}, Acked: -1}

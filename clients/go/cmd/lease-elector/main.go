@@ -1,0 +1,280 @@
+//go:build linux
+
+// Command lease-elector is the Go client's conformance elector: the process the fault
+// harness (lease-harness run --elector-cmd ...) starts for every elector slot. It campaigns
+// with the library under test and does the "work" of docs/conformance.md: while leader it
+// checks IsLeader(), prepares for 15 ms, writes "W <token> <id> <seq>" to the fencing
+// resource, and records everything as JSON lines with CLOCK_MONOTONIC nanoseconds.
+//
+//	lease-elector --id ID --redis URL --resource HOST:PORT --out PATH --ttl-ms N --key KEY --mode safe|ignore-deadline
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	lease "github.com/redis-lease/redis-lease/clients/go"
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	prep       = 15 * time.Millisecond // the window between deciding and writing (deliberate)
+	period     = 25 * time.Millisecond
+	lingerTTLs = 3                // ignore-deadline: keep writing this many TTLs after the stop signal
+	hardStop   = 10 * time.Minute // ignore-deadline: and stop after this in any case
+)
+
+// monoNS reads CLOCK_MONOTONIC, the clock every elector of the harness records on (Go's own
+// monotonic readings are relative to process start, so they cannot be compared across
+// processes).
+func monoNS() int64 {
+	var ts syscall.Timespec
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 1 /* CLOCK_MONOTONIC */, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		panic(fmt.Sprintf("clock_gettime: %v", errno))
+	}
+	return ts.Nano()
+}
+
+// deadlineNS converts a deadline on Go's monotonic clock to CLOCK_MONOTONIC ns.
+func deadlineNS(d time.Time, ok bool) int64 {
+	if !ok {
+		return 0
+	}
+	return monoNS() + int64(time.Until(d))
+}
+
+// history appends one JSON object per line, one write per line (a kill loses at most that
+// line).
+type history struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (h *history) rec(fields map[string]any) {
+	b, err := json.Marshal(fields)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lease-elector: cannot encode %v: %v\n", fields, err)
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, err := h.f.Write(append(b, '\n')); err != nil {
+		fmt.Fprintf(os.Stderr, "lease-elector: cannot record %s: %v\n", b, err)
+	}
+}
+
+// resource is a client of the fencing resource's line protocol.
+type resource struct {
+	addr string
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+// write sends "W token id seq" and reports whether it was accepted. Any failure counts as
+// not ok and drops the connection (re-made on the next write).
+func (r *resource) write(token int64, id string, seq int64) bool {
+	if r.conn == nil {
+		c, err := net.DialTimeout("tcp", r.addr, 2*time.Second)
+		if err != nil {
+			return false
+		}
+		r.conn, r.rd = c, bufio.NewReader(c)
+	}
+	_ = r.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	line, err := func() (string, error) {
+		if _, err := fmt.Fprintf(r.conn, "W %d %s %d\n", token, id, seq); err != nil {
+			return "", err
+		}
+		return r.rd.ReadString('\n')
+	}()
+	if err != nil {
+		r.conn.Close()
+		r.conn = nil
+		return false
+	}
+	return strings.TrimSpace(line) == "OK"
+}
+
+type worker struct {
+	id, res string
+	ttl     time.Duration
+	h       *history
+	e       *lease.Elector
+}
+
+func (w *worker) step(r *resource, token, seq int64) {
+	d, ok := w.e.Deadline()
+	w.h.rec(map[string]any{"ev": "check", "t": monoNS(), "token": token, "seq": seq, "deadline": deadlineNS(d, ok)})
+	time.Sleep(prep)
+	acked := r.write(token, w.id, seq)
+	w.h.rec(map[string]any{"ev": "ack", "t": monoNS(), "token": token, "seq": seq, "ok": acked})
+}
+
+// reign is OnStartedLeading in mode safe: check, prepare, write, pause; stop as soon as the
+// library says we no longer lead.
+func (w *worker) reign(ctx context.Context, token int64) {
+	d, ok := w.e.Deadline()
+	w.h.rec(map[string]any{"ev": "grant", "t": monoNS(), "token": token, "deadline": deadlineNS(d, ok)})
+	r := &resource{addr: w.res}
+	defer func() {
+		if r.conn != nil {
+			r.conn.Close()
+		}
+	}()
+	var seq int64
+	why := ""
+	for why == "" {
+		// The check, decided right before acting, on the monotonic clock.
+		if ctx.Err() != nil || !w.e.IsLeader() {
+			why = "not leader at check"
+			break
+		}
+		seq++
+		w.step(r, token, seq)
+		t := time.NewTimer(period)
+		select {
+		case <-ctx.Done():
+			why = "cancelled"
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	w.h.rec(map[string]any{"ev": "stop", "t": monoNS(), "token": token, "why": why})
+}
+
+// reignUnsafe is mode ignore-deadline (the negative control): the work runs detached from the
+// lease's lifetime and keeps going for 3 TTLs after the stop signal.
+func (w *worker) reignUnsafe(ctx context.Context, token int64) {
+	d, ok := w.e.Deadline()
+	w.h.rec(map[string]any{"ev": "grant", "t": monoNS(), "token": token, "deadline": deadlineNS(d, ok)})
+	go func() {
+		r := &resource{addr: w.res}
+		start := time.Now()
+		var stopAfter time.Time
+		var seq int64
+		for time.Since(start) < hardStop {
+			if ctx.Err() != nil && stopAfter.IsZero() {
+				stopAfter = time.Now().Add(lingerTTLs * w.ttl)
+			}
+			if !stopAfter.IsZero() && !time.Now().Before(stopAfter) {
+				break
+			}
+			seq++
+			w.step(r, token, seq)
+			time.Sleep(period)
+		}
+		w.h.rec(map[string]any{"ev": "stop", "t": monoNS(), "token": token, "why": "unsafe linger over"})
+	}()
+	<-ctx.Done()
+}
+
+func randomHex() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	fs := flag.NewFlagSet("lease-elector", flag.ContinueOnError)
+	id := fs.String("id", "", "elector id (owner prefix)")
+	redisURL := fs.String("redis", "", "redis://host:port/")
+	res := fs.String("resource", "", "fencing resource host:port")
+	out := fs.String("out", "", "history file (JSON lines, appended)")
+	ttlMS := fs.Int64("ttl-ms", 1000, "lease TTL in ms")
+	key := fs.String("key", "chaos:leader", "lease key")
+	mode := fs.String("mode", "safe", "safe | ignore-deadline")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return 2
+	}
+	if *id == "" || *redisURL == "" || *res == "" || *out == "" || fs.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "lease-elector: --id, --redis, --resource and --out are required")
+		return 2
+	}
+	if *mode != "safe" && *mode != "ignore-deadline" {
+		fmt.Fprintf(os.Stderr, "lease-elector: unknown --mode %s\n", *mode)
+		return 2
+	}
+	level := slog.LevelInfo
+	if os.Getenv("LEASE_LOG") == "debug" {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("elector", *id)
+
+	f, err := os.OpenFile(*out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lease-elector: %v\n", err)
+		return 2
+	}
+	h := &history{f: f}
+	// The owner starts with our id, so the orchestrator can map LEASE.GET's owner to us.
+	owner := fmt.Sprintf("%s-%d-%s", *id, os.Getpid(), randomHex())
+	h.rec(map[string]any{"ev": "start", "t": monoNS(), "elector": *id, "pid": os.Getpid(), "owner": owner, "mode": *mode})
+
+	opts, err := redis.ParseURL(*redisURL)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lease-elector: --redis: %v\n", err)
+		return 2
+	}
+	client := redis.NewClient(opts)
+	defer client.Close()
+
+	ttl := time.Duration(*ttlMS) * time.Millisecond
+	w := &worker{id: *id, res: *res, ttl: ttl, h: h}
+	task := w.reign
+	if *mode == "ignore-deadline" {
+		task = w.reignUnsafe
+	}
+	cfg := lease.Config{
+		Client: client,
+		Key:    *key,
+		TTL:    ttl,
+		Owner:  owner,
+		// Reconnect backoff capped at one TTL (library default 5 s): the harness measures
+		// "Redis back -> next grant", which the cap bounds.
+		BackoffMax: ttl,
+		Callbacks:  lease.Callbacks{OnStartedLeading: task},
+		Logger:     logger,
+	}
+	e, err := lease.NewElector(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lease-elector: %v\n", err)
+		return 2
+	}
+	w.e = e
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-sig
+		h.rec(map[string]any{"ev": "resign", "t": monoNS()})
+		cancel()
+	}()
+	why := "resigned"
+	if err := e.Run(ctx); err != nil {
+		why = "error: " + err.Error()
+	} else if ctx.Err() == nil {
+		why = "task finished"
+	}
+	h.rec(map[string]any{"ev": "exit", "t": monoNS(), "why": why})
+	return 0
+}
