@@ -3,7 +3,9 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -191,5 +193,173 @@ func TestLeadRenewAndReleaseOnCancel(t *testing.T) {
 	}
 	if got := leaseOwner(t, c, "k:smoke"); got != "" {
 		t.Fatalf("lease still held by %q after resign: not released", got)
+	}
+}
+
+// handOver cancels from's Run and measures until to's task starts.
+func TestHandOverOnCancel(t *testing.T) {
+	s := startServer(t)
+	c := s.client(t)
+	a := startElector(t, "a", Config{Client: c, Key: "k:handover", TTL: 2 * time.Second})
+	ta := waitTerm(t, a.started, 5*time.Second, "a leading")
+	b := startElector(t, "b", Config{Client: c, Key: "k:handover", TTL: 2 * time.Second})
+	time.Sleep(300 * time.Millisecond) // b is now waiting in LEASE.ACQUIRE ... BLOCK
+	if b.e.IsLeader() {
+		t.Fatal("b leads while a holds the lease")
+	}
+	t0 := time.Now()
+	a.cancel()
+	tb := waitTerm(t, b.started, 5*time.Second, "b leading")
+	handover := tb.startedAt.Sub(t0)
+	t.Logf("hand-over on cancel: %.1f ms (cancel of a's Run -> b's OnStartedLeading)", float64(handover.Microseconds())/1000)
+	fmt.Printf("measured: hand-over on cancel %.1f ms\n", float64(handover.Microseconds())/1000)
+	endA := waitTerm(t, a.ended, time.Second, "a's task end")
+	// Safety, by order: a's task had stopped before b's started (a releases only after).
+	if !endA.stoppedAt.Before(tb.startedAt) {
+		t.Fatalf("b started at %v, before a's task stopped at %v", tb.startedAt, endA.stoppedAt)
+	}
+	if tb.token <= ta.token {
+		t.Fatalf("b's token %d not above a's %d", tb.token, ta.token)
+	}
+	// Generous on a shared 2-core CI machine; typically a few ms.
+	if handover > time.Second {
+		t.Fatalf("hand-over took %v", handover)
+	}
+	if n := b.metrics.get("acquire:late"); n != 0 {
+		t.Fatalf("a prompt hand-over counted %d late grants", n)
+	}
+}
+
+// A follower whose Run is cancelled while it waits in a 5 s BLOCK returns at once (CLIENT
+// UNBLOCK) and leaves no stray lease behind.
+func TestCancelWhileBlocked(t *testing.T) {
+	s := startServer(t)
+	c := s.client(t)
+	a := startElector(t, "a", Config{Client: c, Key: "k:unblock", TTL: time.Second})
+	waitTerm(t, a.started, 5*time.Second, "a leading")
+	b := startElector(t, "b", Config{Client: c, Key: "k:unblock", TTL: time.Second})
+	time.Sleep(300 * time.Millisecond)
+	took := b.stop(3 * time.Second)
+	t.Logf("follower Run returned %.1f ms after cancel (BLOCK 5 s)", float64(took.Microseconds())/1000)
+	if took > time.Second {
+		t.Fatalf("cancelled follower took %v to return", took)
+	}
+	if !a.e.IsLeader() {
+		t.Fatal("a lost leadership")
+	}
+	a.stop(5 * time.Second)
+	if got := leaseOwner(t, c, "k:unblock"); got != "" {
+		t.Fatalf("lease held by %q after both stopped", got)
+	}
+}
+
+// A grant that comes back after its own stop point (a BLOCK that waited longer than the stop
+// window) is not led on: the follower re-asks without BLOCK and leads on the refresh.
+func TestLateGrantIsReasked(t *testing.T) {
+	s := startServer(t)
+	c := s.client(t)
+	a := startElector(t, "a", Config{Client: c, Key: "k:late", TTL: time.Second})
+	waitTerm(t, a.started, 5*time.Second, "a leading")
+	b := startElector(t, "b", Config{Client: c, Key: "k:late", TTL: time.Second})
+	time.Sleep(1500 * time.Millisecond) // b's BLOCK (5 s) is now older than its stop window (780 ms)
+	a.cancel()
+	tb := waitTerm(t, b.started, 5*time.Second, "b leading")
+	if n := b.metrics.get("acquire:late"); n != 1 {
+		t.Fatalf("acquire:late = %d, want 1", n)
+	}
+	// The lead time counts from the re-ask's send instant: nearly a full lead time is left.
+	if left := tb.deadline.Sub(tb.startedAt); left < 700*time.Millisecond {
+		t.Fatalf("only %v of leadership left after the re-ask", left)
+	}
+	if got := leaseOwner(t, c, "k:late"); got != b.e.Owner() {
+		t.Fatalf("server owner %q, want b", got)
+	}
+}
+
+// Redis dies under a leader: the task's context is cancelled at the stop point, before the
+// local deadline, and the elector steps down with reason deadline.
+func TestRedisKilledStepsDownBeforeDeadline(t *testing.T) {
+	s := startServer(t)
+	c := s.client(t)
+	var mu sync.Mutex
+	var lastDeadline time.Time
+	r := startElector(t, "a", Config{Client: c, Key: "k:killed", TTL: time.Second})
+	tm := waitTerm(t, r.started, 5*time.Second, "leading")
+	time.Sleep(500 * time.Millisecond) // at least one renewal
+	s.kill()
+	killedAt := time.Now()
+	// No renewal can be confirmed after the kill: the deadline now is the last one.
+	d, ok := r.e.Deadline()
+	mu.Lock()
+	lastDeadline = d
+	mu.Unlock()
+	if !ok {
+		t.Fatal("not leading right after the kill")
+	}
+	end := waitTerm(t, r.ended, 3*time.Second, "task cancelled")
+	var se *StopError
+	if !errors.As(end.cause, &se) || se.Reason != ReasonDeadline {
+		t.Fatalf("cause %v, want deadline", end.cause)
+	}
+	if !end.stoppedAt.Before(lastDeadline) {
+		t.Fatalf("task told to stop at %v, not before the deadline %v", end.stoppedAt, lastDeadline)
+	}
+	stopPoint := lastDeadline.Add(-r.e.p.StopBudget)
+	if end.stoppedAt.Before(stopPoint.Add(-5 * time.Millisecond)) {
+		t.Fatalf("task stopped %v before the stop point: too early", stopPoint.Sub(end.stoppedAt))
+	}
+	if r.e.IsLeader() {
+		t.Fatal("IsLeader after the stop point")
+	}
+	t.Logf("redis killed: task cancelled %.0f ms after the kill, %.0f ms before the local deadline (term token %d)",
+		float64(end.stoppedAt.Sub(killedAt).Microseconds())/1000, float64(lastDeadline.Sub(end.stoppedAt).Microseconds())/1000, tm.token)
+	fmt.Printf("measured: redis killed -> task cancelled %.0f ms before the local deadline\n", float64(lastDeadline.Sub(end.stoppedAt).Microseconds())/1000)
+	if reason := waitReason(t, r.stopped, 3*time.Second); reason != ReasonDeadline {
+		t.Fatalf("OnStoppedLeading(%s), want deadline", reason)
+	}
+	if r.metrics.get("error:renew:connection")+r.metrics.get("error:renew:timeout") == 0 {
+		t.Fatal("no renew error counted")
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	task := func(context.Context, int64) {}
+	cases := []struct {
+		name string
+		cfg  Config
+		rule string
+	}{
+		{"valid", Config{Client: c, Key: "k", TTL: time.Second, Callbacks: Callbacks{OnStartedLeading: task}}, ""},
+		{"no client", Config{Key: "k", TTL: time.Second, Callbacks: Callbacks{OnStartedLeading: task}}, "client"},
+		{"no task", Config{Client: c, Key: "k", TTL: time.Second}, "callbacks"},
+		{"no key", Config{Client: c, TTL: time.Second, Callbacks: Callbacks{OnStartedLeading: task}}, "key"},
+		{"sub-ms ttl", Config{Client: c, Key: "k", TTL: 999 * time.Microsecond, Callbacks: Callbacks{OnStartedLeading: task}}, "ttl"},
+		{"stop window", Config{Client: c, Key: "k", TTL: time.Second, StopBudget: 700 * time.Millisecond, Callbacks: Callbacks{OnStartedLeading: task}}, "stop_window"},
+		{"negative margin", Config{Client: c, Key: "k", TTL: time.Second, Margin: -time.Millisecond, Callbacks: Callbacks{OnStartedLeading: task}}, "margin"},
+		{"min replicas on a ring", Config{Client: redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}}), Key: "k", TTL: time.Second, MinReplicas: 1, Callbacks: Callbacks{OnStartedLeading: task}}, "min_replicas"},
+	}
+	for _, tc := range cases {
+		_, err := NewElector(tc.cfg)
+		var ce *ConfigError
+		switch {
+		case tc.rule == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.rule != "" && (!errors.As(err, &ce) || ce.Rule != tc.rule):
+			t.Errorf("%s: got %v, want rule %s", tc.name, err, tc.rule)
+		}
+	}
+	// Defaults are the shared ones (config_defaults.json) for zero fields.
+	p := (&Config{TTL: 10 * time.Second}).params()
+	if p != defaultParams(10000) {
+		t.Fatalf("zero Config fields: %+v, want %+v", p, defaultParams(10000))
+	}
+}
+
+func TestDefaultOwner(t *testing.T) {
+	a, b := DefaultOwner(), DefaultOwner()
+	if a == b || len(a) > maxOwnerBytes || !strings.Contains(a, fmt.Sprintf("-%d-", os.Getpid())) {
+		t.Fatalf("owners %q %q: want host-pid-random, unique per call", a, b)
 	}
 }
