@@ -403,7 +403,14 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 		// The task was told at the stop point; the lease is backed until the deadline, so
 		// wait for it until then. Why release only after: the lease must stay ours until our
 		// task has stopped, or the next leader could start while we still work.
-		t := time.NewTimer(time.Until(deadline))
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			// We were paused past the deadline (SIGSTOP, GC, VM freeze): the task has had no
+			// chance to see its context yet. Give it the stop budget it was promised before
+			// calling it an overrun; nothing here extends the lease.
+			wait = e.p.StopBudget
+		}
+		t := time.NewTimer(wait)
 		select {
 		case end = <-done:
 		case <-t.C:
