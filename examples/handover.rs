@@ -104,11 +104,11 @@ fn main() {
         )
     };
     println!(
-        "BLOCK hand-over, release sent -> follower granted: {}   (target p99 <= 5 ms)",
+        "BLOCK hand-over, release sent -> follower granted: {}",
         r(&mut on_release)
     );
     println!(
-        "BLOCK hand-over, lease deadline -> follower granted (upper bound): {}   (target <= 5 ms)",
+        "BLOCK hand-over, lease deadline -> follower granted (upper bound): {}",
         r(&mut on_expiry)
     );
 }
