@@ -212,7 +212,7 @@ func TestHandOverOnCancel(t *testing.T) {
 	tb := waitTerm(t, b.started, 5*time.Second, "b leading")
 	handover := tb.startedAt.Sub(t0)
 	t.Logf("hand-over on cancel: %.1f ms (cancel of a's Run -> b's OnStartedLeading)", float64(handover.Microseconds())/1000)
-	fmt.Printf("measured: hand-over on cancel %.1f ms\n", float64(handover.Microseconds())/1000)
+	measured(t, "hand-over on cancel %.1f ms (cancel of the leader's Run -> the follower's OnStartedLeading)", float64(handover.Microseconds())/1000)
 	endA := waitTerm(t, a.ended, time.Second, "a's task end")
 	// Safety, by order: a's task had stopped before b's started (a releases only after).
 	if !endA.stoppedAt.Before(tb.startedAt) {
@@ -240,7 +240,7 @@ func TestCancelWhileBlocked(t *testing.T) {
 	b := startElector(t, "b", Config{Client: c, Key: "k:unblock", TTL: time.Second})
 	time.Sleep(300 * time.Millisecond)
 	took := b.stop(3 * time.Second)
-	t.Logf("follower Run returned %.1f ms after cancel (BLOCK 5 s)", float64(took.Microseconds())/1000)
+	measured(t, "cancelled follower's Run returned %.1f ms after cancel (BLOCK 5 s; CLIENT UNBLOCK)", float64(took.Microseconds())/1000)
 	if took > time.Second {
 		t.Fatalf("cancelled follower took %v to return", took)
 	}
@@ -313,7 +313,7 @@ func TestRedisKilledStepsDownBeforeDeadline(t *testing.T) {
 	}
 	t.Logf("redis killed: task cancelled %.0f ms after the kill, %.0f ms before the local deadline (term token %d)",
 		float64(end.stoppedAt.Sub(killedAt).Microseconds())/1000, float64(lastDeadline.Sub(end.stoppedAt).Microseconds())/1000, tm.token)
-	fmt.Printf("measured: redis killed -> task cancelled %.0f ms before the local deadline\n", float64(lastDeadline.Sub(end.stoppedAt).Microseconds())/1000)
+	measured(t, "redis killed -> task cancelled %.0f ms before the local deadline (stop budget %v)", float64(lastDeadline.Sub(end.stoppedAt).Microseconds())/1000, r.e.p.StopBudget)
 	if reason := waitReason(t, r.stopped, 3*time.Second); reason != ReasonDeadline {
 		t.Fatalf("OnStoppedLeading(%s), want deadline", reason)
 	}
@@ -361,5 +361,22 @@ func TestDefaultOwner(t *testing.T) {
 	a, b := DefaultOwner(), DefaultOwner()
 	if a == b || len(a) > maxOwnerBytes || !strings.Contains(a, fmt.Sprintf("-%d-", os.Getpid())) {
 		t.Fatalf("owners %q %q: want host-pid-random, unique per call", a, b)
+	}
+}
+
+// measured records a figure: in the test log, and appended to $LEASE_MEASURE_FILE (test.sh
+// prints that file after the run, since go test hides the output of passing tests).
+func measured(t testing.TB, format string, a ...any) {
+	t.Helper()
+	line := t.Name() + ": " + fmt.Sprintf(format, a...)
+	t.Log("measured: " + line)
+	if p := os.Getenv("LEASE_MEASURE_FILE"); p != "" {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Errorf("measure file: %v", err)
+			return
+		}
+		defer f.Close()
+		fmt.Fprintln(f, line)
 	}
 }

@@ -229,6 +229,6 @@ func TestSIGSTOPLeaderProcess(t *testing.T) {
 	if tb.token <= grantToken {
 		t.Fatalf("b's token %d not above the paused helper's %d", tb.token, grantToken)
 	}
-	fmt.Printf("measured: SIGSTOP leader: paused %.0f ms, b took over %.0f ms after the pause, helper acts after SIGCONT: 0\n",
+	measured(t, "SIGSTOP leader: paused %.0f ms, follower took over %.0f ms into the pause, leader acts after SIGCONT: 0",
 		float64(tCont-tStop)/1e6, float64(time.Duration(monoNS()-tStop)-time.Since(tb.startedAt))/1e6)
 }
