@@ -74,12 +74,12 @@ public final class LeaderElector implements AutoCloseable {
         this.listener = b.listener;
         this.observeIntervalNanos = b.observeInterval != null ? b.observeInterval.toNanos() : timing.renewIntervalNanos();
         this.connector = b.seeds != null
-                ? Transport.cluster(b.seeds, key, b.resources, timing.opTimeoutNanos(), b.protocol)
-                : Transport.standalone(b.uri, b.resources, timing.opTimeoutNanos(), b.protocol);
+                ? Transport.cluster(b.seeds, key, b.resources, Transport.connectTimeoutNanos(timing), b.protocol)
+                : Transport.standalone(b.uri, b.resources, Transport.connectTimeoutNanos(timing), b.protocol);
         // R5: the BLOCKing acquire gets a connection of its own; renewals, non-blocking calls
         // and releases use the other one. Each is closed after an abandoned call (R6).
-        this.blockSlot = new Transport.Slot(connector);
-        this.cmdSlot = new Transport.Slot(connector);
+        this.blockSlot = new Transport.Slot(connector, Transport.connectTimeoutNanos(timing));
+        this.cmdSlot = new Transport.Slot(connector, Transport.connectTimeoutNanos(timing));
     }
 
     public static Builder builder() {
@@ -131,6 +131,11 @@ public final class LeaderElector implements AutoCloseable {
                 terminated.complete(null);
             }
         }
+        return terminated.copy();
+    }
+
+    /** Completes when the elector has stopped (after resign: task stopped, lease released). */
+    public CompletableFuture<Void> terminated() {
         return terminated.copy();
     }
 
@@ -562,7 +567,7 @@ public final class LeaderElector implements AutoCloseable {
     // ================================================================ observing
 
     private void observe() {
-        Transport.Slot slot = new Transport.Slot(connector);
+        Transport.Slot slot = new Transport.Slot(connector, Transport.connectTimeoutNanos(timing));
         Optional<LeaseHolder> last = null;
         try {
             while (!resigned() && !Thread.currentThread().isInterrupted()) {

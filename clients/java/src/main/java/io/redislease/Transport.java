@@ -100,12 +100,22 @@ final class Transport {
      * ACQUIRE (R5). The loop bounds every call itself (op_limit) and closes the connection of
      * an abandoned call, so a late reply is never read as the reply to a later command.
      */
+    /**
+     * Time limit of opening a connection: op_timeout, but at least 1 s. Why the floor: a cold
+     * JVM's first Lettuce connection (class loading, Netty set-up, the HELLO handshake) can take
+     * several hundred ms on a busy machine. It costs no safety: a connect is part of the
+     * operation, whose deadline counts from the instant taken before it.
+     */
+    static long connectTimeoutNanos(LeaseTiming t) {
+        return Math.max(t.opTimeoutNanos(), Decide.SECOND);
+    }
+
     static ClientOptions.Builder safeOptions(ClientOptions.Builder b, long connectTimeoutNanos, ProtocolVersion protocol) {
         b.autoReconnect(false)
                 .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
                 .timeoutOptions(TimeoutOptions.builder().timeoutCommands(false).build())
                 .socketOptions(SocketOptions.builder()
-                        .connectTimeout(Duration.ofNanos(Math.max(connectTimeoutNanos, 100 * Decide.MILLI)))
+                        .connectTimeout(Duration.ofNanos(connectTimeoutNanos))
                         .keepAlive(true)
                         .build());
         if (protocol != null) {
@@ -227,10 +237,12 @@ final class Transport {
      */
     static final class Slot {
         private final Connector connector;
+        private final long connectTimeoutNanos;
         private Link link;
 
-        Slot(Connector connector) {
+        Slot(Connector connector, long connectTimeoutNanos) {
             this.connector = connector;
+            this.connectTimeoutNanos = connectTimeoutNanos;
         }
 
         Link get(long until, CompletableFuture<?> abort) throws CommandFailed, Aborted {
@@ -238,8 +250,12 @@ final class Transport {
                 return link;
             }
             CompletableFuture<Link> f = connector.connect();
+            // WHY its own bound: connecting (TCP + HELLO handshake) must not use up a BLOCK's
+            // whole op_limit when the server is down or a proxy accepts but never answers, or a
+            // follower would notice a restarted Redis only seconds later.
+            long connectUntil = System.nanoTime() + connectTimeoutNanos;
             try {
-                link = await(f, until, abort);
+                link = await(f, connectUntil - until < 0 ? connectUntil : until, abort);
                 return link;
             } catch (TimeoutException e) {
                 abandon(f);

@@ -1,0 +1,303 @@
+package io.redislease;
+
+import io.lettuce.core.RedisURI;
+import java.io.BufferedReader;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+/**
+ * The conformance elector process of docs/conformance.md, driven by {@code lease-harness run
+ * --elector-cmd}: this client's election loop plus the "work" a leader does (writes to the
+ * fencing resource with its token), recorded as a JSON-lines history whose {@code t} is
+ * {@link System#nanoTime()} (CLOCK_MONOTONIC on Linux HotSpot, the clock of every process).
+ *
+ * <p>Mode {@code safe}: check {@code ctx.isLeader()} -> record check -> prepare 15 ms -> write ->
+ * sleep 25 ms or stop on the stop signal. Mode {@code ignore-deadline} (the negative control):
+ * a detached worker writes without checking and keeps going 3 TTLs after the stop signal.
+ */
+public final class ConformanceElector {
+    private static final long PREP_MS = 15;
+    private static final long PERIOD_MS = 25;
+    private static final int LINGER_TTLS = 3;
+
+    private final String id;
+    private final String resource;
+    private final long ttlMs;
+    private final boolean unsafeLinger;
+    private final OutputStream out;
+
+    private ConformanceElector(String id, String resource, long ttlMs, boolean unsafeLinger, OutputStream out) {
+        this.id = id;
+        this.resource = resource;
+        this.ttlMs = ttlMs;
+        this.unsafeLinger = unsafeLinger;
+        this.out = out;
+    }
+
+    public static void main(String[] argv) throws Exception {
+        Map<String, String> a = new HashMap<>();
+        for (int i = 0; i < argv.length; i++) {
+            String k = argv[i];
+            if (!k.startsWith("--") || i + 1 >= argv.length) {
+                System.err.println("usage: --id ID --redis URL --resource HOST:PORT --out PATH --ttl-ms N [--key K] [--mode safe|ignore-deadline]");
+                System.exit(2);
+            }
+            if (a.put(k, argv[++i]) != null) {
+                System.err.println("option given twice: " + k);
+                System.exit(2);
+            }
+        }
+        for (String k : a.keySet()) {
+            if (!java.util.Set.of("--id", "--redis", "--resource", "--out", "--ttl-ms", "--key", "--mode").contains(k)) {
+                System.err.println("unknown option " + k);
+                System.exit(2);
+            }
+        }
+        String id = required(a, "--id");
+        String redis = required(a, "--redis");
+        String resource = required(a, "--resource");
+        String outPath = required(a, "--out");
+        long ttlMs = Long.parseLong(a.getOrDefault("--ttl-ms", "1000"));
+        String key = a.getOrDefault("--key", "chaos:leader");
+        String mode = a.getOrDefault("--mode", "safe");
+        boolean unsafe;
+        if (mode.equals("safe")) {
+            unsafe = false;
+        } else if (mode.equals("ignore-deadline")) {
+            unsafe = true;
+        } else {
+            System.err.println("unknown --mode " + mode);
+            System.exit(2);
+            return;
+        }
+        long pid = ProcessHandle.current().pid();
+        // The owner starts with our id: the orchestrator maps LEASE.GET's owner to our slot.
+        String owner = id + "-" + pid + "-" + String.format("%08x", ThreadLocalRandom.current().nextInt());
+        ConformanceElector w = new ConformanceElector(id, resource, ttlMs, unsafe, new FileOutputStream(outPath, true));
+        w.record("{\"ev\":\"start\",\"t\":" + System.nanoTime() + ",\"elector\":" + str(id) + ",\"pid\":" + pid
+                + ",\"owner\":" + str(owner) + ",\"mode\":" + str(mode) + "}");
+
+        LeaderElector elector = LeaderElector.builder()
+                .redis(RedisURI.create(redis))
+                .key(key)
+                .ttl(Duration.ofMillis(ttlMs))
+                .owner(owner)
+                // Reconnect backoff capped at one TTL (library default 5 s): the harness measures
+                // "Redis back -> next grant", which the cap bounds.
+                .backoff(Duration.ofMillis(50), Duration.ofMillis(Math.max(50, ttlMs)))
+                .candidate(w::reign)
+                .build();
+
+        CompletableFuture<Void> exited = new CompletableFuture<>();
+        java.util.concurrent.atomic.AtomicBoolean resigning = new java.util.concurrent.atomic.AtomicBoolean();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            // SIGTERM: record resign, resign through the library (stop the task, then RELEASE),
+            // record exit, exit 0 (halt: a JVM ended by a signal would otherwise exit 143).
+            if (exited.isDone()) {
+                return;
+            }
+            resigning.set(true);
+            w.record("{\"ev\":\"resign\",\"t\":" + System.nanoTime() + "}");
+            elector.close();
+            w.record("{\"ev\":\"exit\",\"t\":" + System.nanoTime() + ",\"why\":\"resigned\"}");
+            Runtime.getRuntime().halt(0);
+        }, "sigterm"));
+        elector.start();
+        // The loop runs until resign; it never ends by itself (Redis errors are retried).
+        elector.terminated().join();
+        if (resigning.get()) {
+            // The SIGTERM hook records the exit and halts the JVM.
+            Thread.sleep(Long.MAX_VALUE);
+        }
+        exited.complete(null);
+        w.record("{\"ev\":\"exit\",\"t\":" + System.nanoTime() + ",\"why\":\"elector ended\"}");
+    }
+
+    private static String required(Map<String, String> a, String k) {
+        String v = a.get(k);
+        if (v == null) {
+            System.err.println("missing " + k);
+            System.exit(2);
+        }
+        return v;
+    }
+
+    static String str(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                b.append('\\').append(c);
+            } else if (c < 0x20) {
+                b.append(String.format("\\u%04x", (int) c));
+            } else {
+                b.append(c);
+            }
+        }
+        return b.append('"').toString();
+    }
+
+    /** One JSON line, appended and flushed at once (a kill loses at most that line). */
+    synchronized void record(String line) {
+        try {
+            out.write((line + "\n").getBytes(StandardCharsets.UTF_8));
+            out.flush();
+        } catch (IOException e) {
+            System.err.println("elector: cannot record " + line + ": " + e);
+        }
+    }
+
+    private static long deadlineNs(LeaderContext ctx) {
+        return ctx.deadlineNanos().orElse(0L);
+    }
+
+    // ---------------------------------------------------------------- the reign
+
+    void reign(LeaderContext ctx) {
+        long token = ctx.token();
+        record("{\"ev\":\"grant\",\"t\":" + System.nanoTime() + ",\"token\":" + token + ",\"deadline\":" + deadlineNs(ctx) + "}");
+        if (unsafeLinger) {
+            // The bug under test: work detached from the lease's lifetime.
+            Thread t = new Thread(() -> unsafeLoop(ctx), "unsafe-worker-" + token);
+            t.setDaemon(true);
+            t.start();
+            try {
+                ctx.cancelled().get();
+            } catch (InterruptedException | ExecutionException e) {
+                // stop signal
+            }
+            return;
+        }
+        Resource res = new Resource();
+        long seq = 0;
+        String why;
+        while (true) {
+            // The check: decided here, on the monotonic clock, right before acting.
+            if (!ctx.isLeader()) {
+                why = "not leader at check";
+                break;
+            }
+            seq++;
+            record("{\"ev\":\"check\",\"t\":" + System.nanoTime() + ",\"token\":" + token + ",\"seq\":" + seq
+                    + ",\"deadline\":" + deadlineNs(ctx) + "}");
+            // Prepare: deliberately NOT cut by the stop signal (the window where a pause lands).
+            sleepUninterruptibly(PREP_MS);
+            write(res, token, seq);
+            try {
+                ctx.cancelled().get(PERIOD_MS, TimeUnit.MILLISECONDS);
+                why = "cancelled";
+                break;
+            } catch (TimeoutException e) {
+                // next step
+            } catch (InterruptedException | ExecutionException e) {
+                why = "cancelled";
+                break;
+            }
+        }
+        res.close();
+        record("{\"ev\":\"stop\",\"t\":" + System.nanoTime() + ",\"token\":" + token + ",\"why\":" + str(why) + "}");
+    }
+
+    private void unsafeLoop(LeaderContext ctx) {
+        long token = ctx.token();
+        Resource res = new Resource();
+        long seq = 0;
+        long stopAfter = 0;
+        boolean stopping = false;
+        // Bounded: stops LINGER_TTLS after the cancellation it ignores, and after 10 min anyway.
+        long hardStop = System.nanoTime() + TimeUnit.MINUTES.toNanos(10);
+        while (System.nanoTime() - hardStop < 0) {
+            if (ctx.isCancelled() && !stopping) {
+                stopping = true;
+                stopAfter = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ttlMs * LINGER_TTLS);
+            }
+            if (stopping && System.nanoTime() - stopAfter >= 0) {
+                break;
+            }
+            seq++;
+            record("{\"ev\":\"check\",\"t\":" + System.nanoTime() + ",\"token\":" + token + ",\"seq\":" + seq
+                    + ",\"deadline\":" + deadlineNs(ctx) + "}");
+            sleepUninterruptibly(PREP_MS);
+            write(res, token, seq);
+            sleepUninterruptibly(PERIOD_MS);
+        }
+        res.close();
+        record("{\"ev\":\"stop\",\"t\":" + System.nanoTime() + ",\"token\":" + token + ",\"why\":\"unsafe linger over\"}");
+    }
+
+    private static void sleepUninterruptibly(long ms) {
+        long until = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(ms);
+        boolean interrupted = false;
+        long left;
+        while ((left = until - System.nanoTime()) > 0) {
+            try {
+                TimeUnit.NANOSECONDS.sleep(left);
+            } catch (InterruptedException e) {
+                interrupted = true;
+            }
+        }
+        if (interrupted) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    /** One write; records the resource's answer (not ok for FENCED, ERR or a broken connection). */
+    private void write(Resource res, long token, long seq) {
+        boolean ok;
+        try {
+            ok = res.write(token, id, seq);
+        } catch (IOException e) {
+            res.close();
+            ok = false;
+        }
+        record("{\"ev\":\"ack\",\"t\":" + System.nanoTime() + ",\"token\":" + token + ",\"seq\":" + seq + ",\"ok\":" + ok + "}");
+    }
+
+    /** The fencing resource's line protocol: W token writer seq -> OK | FENCED n | ERR why. */
+    private final class Resource {
+        private Socket socket;
+        private BufferedReader in;
+
+        boolean write(long token, String writer, long seq) throws IOException {
+            if (socket == null) {
+                int colon = resource.lastIndexOf(':');
+                Socket s = new Socket();
+                s.connect(new InetSocketAddress(resource.substring(0, colon), Integer.parseInt(resource.substring(colon + 1))), 2000);
+                s.setSoTimeout(5000);
+                s.setTcpNoDelay(true);
+                socket = s;
+                in = new BufferedReader(new InputStreamReader(s.getInputStream(), StandardCharsets.UTF_8));
+            }
+            socket.getOutputStream().write(("W " + token + " " + writer + " " + seq + "\n").getBytes(StandardCharsets.UTF_8));
+            String line = in.readLine();
+            if (line == null) {
+                throw new IOException("resource closed the connection");
+            }
+            return line.equals("OK");
+        }
+
+        void close() {
+            if (socket != null) {
+                try {
+                    socket.close();
+                } catch (IOException e) {
+                    // gone
+                }
+                socket = null;
+                in = null;
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+package io.redislease;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * A leader JVM frozen with SIGSTOP past its TTL: the lease expires on the server and another
+ * elector takes over with a higher token; after SIGCONT the old leader's task sees at once that
+ * it is no longer leader and makes no further write, and its stop signal fires.
+ */
+class PauseTest {
+    private static final long TTL_MS = 1000;
+
+    private static void signal(long pid, String sig) throws Exception {
+        Process k = new ProcessBuilder("kill", "-" + sig, Long.toString(pid)).inheritIO().start();
+        assertEquals(0, k.waitFor(), "kill -" + sig);
+    }
+
+    private static List<String[]> lines(Path f, String kind) throws Exception {
+        List<String[]> r = new ArrayList<>();
+        if (!Files.exists(f)) {
+            return r;
+        }
+        for (String l : Files.readAllLines(f)) {
+            String[] w = l.split(" ");
+            if (w[0].equals(kind)) {
+                r.add(w);
+            }
+        }
+        return r;
+    }
+
+    @Test
+    @Timeout(90)
+    void sigstoppedLeaderNeverWritesAfterSigcont() throws Exception {
+        RedisServer.requireAvailable();
+        Path dir = Files.createTempDirectory("lease-java-pause-");
+        Path out = dir.resolve("child.log");
+        try (RedisServer r = RedisServer.start()) {
+            String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+            Process child = new ProcessBuilder(java, "-XX:TieredStopAtLevel=1", "-cp", System.getProperty("java.class.path"),
+                    PausedLeaderChild.class.getName(), Integer.toString(r.port), "paused", Long.toString(TTL_MS),
+                    out.toString()).redirectErrorStream(true).redirectOutput(dir.resolve("child.stderr").toFile()).start();
+            try {
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (lines(out, "WRITE").size() < 5) {
+                    if (System.nanoTime() - until > 0 || !child.isAlive()) {
+                        fail("child never led: " + Files.readString(dir.resolve("child.stderr")));
+                    }
+                    Thread.sleep(20);
+                }
+                long oldToken = Long.parseLong(lines(out, "GRANT").get(0)[1]);
+
+                signal(child.pid(), "STOP");
+                long stoppedAt = System.nanoTime();
+                // The frozen leader cannot renew: the server expires its lease after the TTL and
+                // grants it to a new elector, with a higher token.
+                ElectorTest.Recorder b = new ElectorTest.Recorder();
+                try (LeaderElector eb = LeaderElector.builder().redis(r.uri()).key("paused").ttl(Duration.ofMillis(TTL_MS))
+                        .candidate(b).build().start()) {
+                    LeaderContext cb = b.granted.get(10, TimeUnit.SECONDS);
+                    assertTrue(cb.token() > oldToken, "new leader has a higher token");
+                    long pausedFor = 2 * TTL_MS - (System.nanoTime() - stoppedAt) / 1_000_000;
+                    if (pausedFor > 0) {
+                        Thread.sleep(pausedFor);
+                    }
+                    signal(child.pid(), "CONT");
+                    long contAt = System.nanoTime();
+                    until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                    while (lines(out, "REVOKED").isEmpty()) {
+                        if (System.nanoTime() - until > 0) {
+                            fail("old leader never stepped down after SIGCONT");
+                        }
+                        Thread.sleep(20);
+                    }
+                    Thread.sleep(500); // would-be writes after resuming have time to show up
+
+                    // No write decided after the freeze: every check happened before SIGSTOP.
+                    // (A write whose check passed just before SIGSTOP would carry that earlier
+                    // check instant: that is the stale write only fencing can stop.)
+                    for (String[] w : lines(out, "WRITE")) {
+                        long checkedAt = Long.parseLong(w[3]);
+                        long deadline = Long.parseLong(w[4]);
+                        assertTrue(checkedAt - stoppedAt < 0, "write " + w[2] + " decided after the freeze");
+                        assertTrue(checkedAt - (deadline - 200_000_000L) < 0, "write " + w[2] + " checked past its stop point");
+                    }
+                    String[] stop = lines(out, "STOP").get(0);
+                    long stopT = Long.parseLong(stop[3]);
+                    assertTrue(stopT - contAt >= 0, "task stopped after resuming");
+                    String reason = lines(out, "REVOKED").get(0)[1];
+                    assertTrue(reason.equals("deadline") || reason.equals("renew_rejected"), reason);
+                    System.out.printf("SIGSTOP %d ms: new leader token %d > %d; after SIGCONT the old task stopped "
+                            + "in %.1f ms (%s), step-down reason %s, no write after the freeze%n",
+                            (contAt - stoppedAt) / 1_000_000, cb.token(), oldToken, (stopT - contAt) / 1e6, stop[2], reason);
+                    assertEquals(1, lines(out, "GRANT").size(), "the old leader did not lead again");
+                    assertTrue(cb.isLeader(), "the new leader still leads");
+                    assertTrue(eb.isLeader());
+                }
+            } finally {
+                child.destroyForcibly();
+                child.waitFor();
+            }
+        }
+    }
+}
