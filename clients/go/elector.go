@@ -178,11 +178,15 @@ func (e *Elector) campaign(ctx context.Context) error {
 		select {
 		case res = <-ch:
 		case <-timer.C:
-			// Our own limit: the server may never answer (partition, paused server).
+			// Our own limit: the server may never answer (partition, paused server). Why
+			// cancel: go-redis retries a command after a timeout or EOF while its context
+			// allows; once we gave up, it must not re-send it (R6; we re-ask ourselves, with
+			// a fresh send instant).
+			cancelOp()
 			res = acquireResult{Err: &cmdError{Kind: KindTimeout, Msg: "no reply within " + limit.String()}, Acked: -1}
 		case <-ctx.Done():
 			timer.Stop()
-			e.abandonAcquire(ch, blockedID.Load())
+			e.abandonAcquire(ch, blockedID.Load(), cancelOp)
 			return nil
 		}
 		timer.Stop()
@@ -235,12 +239,15 @@ func (e *Elector) campaign(ctx context.Context) error {
 // the abandoned ask may still be granted (a BLOCK woken right now), which would leave the
 // lease held by an owner that no longer campaigns until its TTL runs out. So end the block
 // (CLIENT UNBLOCK: the module answers nil), read the answer, and release whatever we got.
-func (e *Elector) abandonAcquire(ch <-chan acquireResult, blockedID int64) {
+func (e *Elector) abandonAcquire(ch <-chan acquireResult, blockedID int64, cancelOp context.CancelFunc) {
 	if blockedID != 0 {
 		within(context.Background(), e.p.OpTimeout, func(c context.Context) bool {
 			return e.tr.unblock(c, blockedID, e.p.OpTimeout)
 		})
 	}
+	// No go-redis retry of this ACQUIRE from now on (the read in progress, if any, goes on
+	// unless the client has ContextTimeoutEnabled; then we learn nothing and look below).
+	cancelOp()
 	t := time.NewTimer(e.p.OpTimeout)
 	defer t.Stop()
 	select {
@@ -355,6 +362,10 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 		}
 		stopT.Stop()
 		limitT.Stop()
+		if reason != "" || res.Err != nil && res.Err.Kind == KindTimeout {
+			// Given up on (or timed out): no go-redis retry of this RENEW after now (R6).
+			cancelOp()
+		}
 		if reason != "" {
 			break
 		}
