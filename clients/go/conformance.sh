@@ -9,7 +9,7 @@ cd "$here"
 export GOFLAGS="-buildvcs=false ${GOFLAGS:-}"
 case "${1:-}" in
   vectors)
-    go test -count=1 -run '^TestVectors$' -v .
+    go test -count=1 -run '^TestVector' -v .
     ;;
   elector-cmd)
     go build -o "$here/bin/lease-elector" ./cmd/lease-elector >&2

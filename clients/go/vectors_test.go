@@ -45,19 +45,30 @@ func sinceOrigin(t time.Time) int64 { return usRound(t.Sub(origin)) }
 func usRound(d time.Duration) int64 { return int64(math.Round(float64(d) / float64(time.Microsecond))) }
 func us(n int64) time.Duration      { return time.Duration(n) * time.Microsecond }
 
-func TestVectors(t *testing.T) {
-	paths, err := filepath.Glob(filepath.Join(vectorsDir, "*.json"))
+// vt is the part of *testing.T the runner uses (a fake in TestVectorLoaderIsStrict).
+type vt interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+func TestVectors(t *testing.T) { runVectors(t, vectorsDir) }
+
+func runVectors(t vt, dir string) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	if len(paths) == 0 {
-		t.Fatalf("no vector files in %s (run from clients/go; the files are never copied)", vectorsDir)
+		t.Fatalf("no vector files in %s (run from clients/go; the files are never copied)", dir)
 	}
 	total := 0
 	for _, path := range paths {
 		raw, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v", err)
 		}
 		var f vectorFile
 		dec := json.NewDecoder(bytes.NewReader(raw))
@@ -100,13 +111,13 @@ func TestVectors(t *testing.T) {
 
 // input gives typed access to a case's input and fails on keys the decision did not read.
 type input struct {
-	t     *testing.T
+	t     vt
 	where string
 	m     map[string]json.RawMessage
 	used  map[string]bool
 }
 
-func newInput(t *testing.T, where string, m map[string]json.RawMessage) *input {
+func newInput(t vt, where string, m map[string]json.RawMessage) *input {
 	return &input{t: t, where: where, m: m, used: map[string]bool{}}
 }
 
@@ -159,7 +170,7 @@ func (in *input) done() {
 	}
 }
 
-func paramsFrom(t *testing.T, where string, cfg map[string]json.Number) params {
+func paramsFrom(t vt, where string, cfg map[string]json.Number) params {
 	var p params
 	seen := map[string]bool{}
 	get := func(k string) json.Number {
@@ -217,7 +228,7 @@ func paramsMap(p params) map[string]any {
 }
 
 // result reads the `result` object of on_acquire / on_renew.
-func parseError(t *testing.T, where string, m map[string]any) *cmdError {
+func parseError(t vt, where string, m map[string]any) *cmdError {
 	kind, _ := m["kind"].(string)
 	e := &cmdError{Kind: ErrorKind(kind), Msg: "vector"}
 	switch e.Kind {
@@ -236,7 +247,7 @@ func parseError(t *testing.T, where string, m map[string]any) *cmdError {
 	return e
 }
 
-func resultObject(t *testing.T, where string, in *input) map[string]any {
+func resultObject(t vt, where string, in *input) map[string]any {
 	var m map[string]any
 	dec := json.NewDecoder(bytes.NewReader(in.raw("result")))
 	dec.UseNumber()
@@ -246,7 +257,7 @@ func resultObject(t *testing.T, where string, in *input) map[string]any {
 	return m
 }
 
-func acked(t *testing.T, where string, m map[string]any) int {
+func acked(t vt, where string, m map[string]any) int {
 	v, ok := m["acked"]
 	if !ok {
 		t.Fatalf("%s: result has no acked", where)
@@ -261,20 +272,20 @@ func acked(t *testing.T, where string, m map[string]any) int {
 	return int(n)
 }
 
-type decider func(t *testing.T, where string, p params, in *input) map[string]any
+type decider func(t vt, where string, p params, in *input) map[string]any
 
 var deciders = map[string]decider{
-	"config_defaults": func(t *testing.T, where string, _ params, in *input) map[string]any {
+	"config_defaults": func(t vt, where string, _ params, in *input) map[string]any {
 		return paramsMap(defaultParams(in.int("ttl_ms")))
 	},
-	"config_validate": func(t *testing.T, where string, p params, in *input) map[string]any {
+	"config_validate": func(t vt, where string, p params, in *input) map[string]any {
 		rule, _ := configProblem(p, in.str("key"), in.str("owner"))
 		if rule == "" {
 			return map[string]any{"valid": true, "rule": nil}
 		}
 		return map[string]any{"valid": false, "rule": rule}
 	},
-	"deadline": func(t *testing.T, where string, p params, in *input) map[string]any {
+	"deadline": func(t vt, where string, p params, in *input) map[string]any {
 		d := localDeadline(p, at(in.int("sent_at_us")))
 		return map[string]any{
 			"lead_time_us": usRound(leadTime(p)),
@@ -282,23 +293,23 @@ var deciders = map[string]decider{
 			"stop_at_us":   sinceOrigin(stopAt(p, d)),
 		}
 	},
-	"op_limit": func(t *testing.T, where string, p params, in *input) map[string]any {
+	"op_limit": func(t vt, where string, p params, in *input) map[string]any {
 		if in.isNull("block_us") {
 			return map[string]any{"limit_us": usRound(opLimit(p, 0, false))}
 		}
 		return map[string]any{"limit_us": usRound(opLimit(p, us(in.int("block_us")), true))}
 	},
-	"wait_for": func(t *testing.T, where string, p params, in *input) map[string]any {
+	"wait_for": func(t vt, where string, p params, in *input) map[string]any {
 		n, ms, ok := waitFor(p)
 		if !ok {
 			return map[string]any{"wait": nil}
 		}
 		return map[string]any{"wait": map[string]any{"replicas": int64(n), "timeout_ms": ms}}
 	},
-	"retry_interval": func(t *testing.T, where string, p params, in *input) map[string]any {
+	"retry_interval": func(t vt, where string, p params, in *input) map[string]any {
 		return map[string]any{"retry_us": usRound(retryInterval(p))}
 	},
-	"backoff": func(t *testing.T, where string, p params, in *input) map[string]any {
+	"backoff": func(t vt, where string, p params, in *input) map[string]any {
 		a := in.int("attempt")
 		if a < 0 || a > math.MaxUint32 {
 			t.Fatalf("%s: attempt %d out of range", where, a)
@@ -309,7 +320,7 @@ var deciders = map[string]decider{
 			"delay_us": usRound(backoff(p, uint32(a), u)),
 		}
 	},
-	"classify_error": func(t *testing.T, where string, _ params, in *input) map[string]any {
+	"classify_error": func(t vt, where string, _ params, in *input) map[string]any {
 		var kind ErrorKind
 		var grace time.Duration
 		switch {
@@ -329,7 +340,7 @@ var deciders = map[string]decider{
 		}
 		return out
 	},
-	"on_acquire": func(t *testing.T, where string, p params, in *input) map[string]any {
+	"on_acquire": func(t vt, where string, p params, in *input) map[string]any {
 		m := resultObject(t, where, in)
 		var r acquireResult
 		switch m["reply"] {
@@ -362,7 +373,7 @@ var deciders = map[string]decider{
 		t.Fatalf("%s: unknown action %v", where, d.Action)
 		return nil
 	},
-	"not_granted_pause": func(t *testing.T, where string, p params, in *input) map[string]any {
+	"not_granted_pause": func(t vt, where string, p params, in *input) map[string]any {
 		var block time.Duration
 		has := !in.isNull("block_us")
 		if has {
@@ -371,7 +382,7 @@ var deciders = map[string]decider{
 		d := notGrantedPause(p, block, has, at(in.int("sent_at_us")), at(in.int("now_us")), in.float("unit"))
 		return map[string]any{"pause_us": usRound(d)}
 	},
-	"on_renew": func(t *testing.T, where string, p params, in *input) map[string]any {
+	"on_renew": func(t vt, where string, p params, in *input) map[string]any {
 		m := resultObject(t, where, in)
 		var r renewResult
 		switch m["reply"] {
@@ -396,10 +407,10 @@ var deciders = map[string]decider{
 		t.Fatalf("%s: unknown action %v", where, d.Action)
 		return nil
 	},
-	"must_stop": func(t *testing.T, where string, p params, in *input) map[string]any {
+	"must_stop": func(t vt, where string, p params, in *input) map[string]any {
 		return map[string]any{"stop": mustStop(p, at(in.int("deadline_us")), at(in.int("now_us")))}
 	},
-	"step_down": func(t *testing.T, where string, _ params, in *input) map[string]any {
+	"step_down": func(t vt, where string, _ params, in *input) map[string]any {
 		r := StopReason(in.str("reason"))
 		switch r {
 		case ReasonRenewRejected, ReasonDeadline, ReasonResigned, ReasonTaskExited:
@@ -412,7 +423,7 @@ var deciders = map[string]decider{
 
 // compare checks every key of expect against got (and that got has no key expect lacks).
 // Keys ending in _us allow a difference of 1 µs (floating point products, rounding).
-func compare(t *testing.T, where string, expect map[string]json.RawMessage, got map[string]any) {
+func compare(t vt, where string, expect map[string]json.RawMessage, got map[string]any) {
 	t.Helper()
 	keys := make([]string, 0, len(expect))
 	for k := range expect {
@@ -497,4 +508,62 @@ func equal(key string, e, g any) string {
 		return fmt.Sprintf("unsupported expected value %v", e)
 	}
 	return ""
+}
+
+// fakeT records what the runner reports; Fatalf stops the run like testing.T's does.
+type fakeT struct{ msgs []string }
+
+type fatal struct{}
+
+func (f *fakeT) Helper()                        {}
+func (f *fakeT) Logf(string, ...any)            {}
+func (f *fakeT) Errorf(format string, a ...any) { f.msgs = append(f.msgs, fmt.Sprintf(format, a...)) }
+func (f *fakeT) Fatalf(format string, a ...any) {
+	f.msgs = append(f.msgs, fmt.Sprintf(format, a...))
+	panic(fatal{})
+}
+
+func (f *fakeT) run(dir string) (failed bool, msgs string) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(fatal); !ok {
+				panic(r)
+			}
+		}
+		failed, msgs = len(f.msgs) > 0, strings.Join(f.msgs, "\n")
+	}()
+	runVectors(f, dir)
+	return
+}
+
+// The loader itself must refuse what would let a rule be skipped silently.
+func TestVectorLoaderIsStrict(t *testing.T) {
+	one := func(body string) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "x.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	cases := []struct{ name, dir, want string }{
+		{"empty folder", t.TempDir(), "no vector files"},
+		{"unknown decision", one(`{"decision":"telepathy","description":"","cases":[{"name":"c","why":"","input":{},"expect":{}}]}`), "unknown decision"},
+		{"unknown expect key", one(`{"decision":"step_down","description":"","cases":[{"name":"c1","why":"","input":{"reason":"resigned"},"expect":{"release":true,"extra":1}}]}`), `x.json / "c1": unknown key "extra" in expect`},
+		{"missing expect key", one(`{"decision":"must_stop","description":"","defaults":{"config":{"ttl_ms":1000,"drift":0.01,"margin_us":10000,"stop_budget_us":200000,"renew_interval_us":333333,"op_timeout_us":200000,"block_timeout_us":5000000,"min_replicas":0,"wait_timeout_us":100000,"backoff_min_us":50000,"backoff_max_us":5000000}},"cases":[{"name":"c2","why":"","input":{"deadline_us":1,"now_us":0},"expect":{}}]}`), `expect lacks key "stop"`},
+		{"mismatch names file and case", one(`{"decision":"step_down","description":"","cases":[{"name":"wrong one","why":"","input":{"reason":"renew_rejected"},"expect":{"release":true}}]}`), `x.json / "wrong one": release: want true, got false`},
+		{"off by 2 us", one(`{"decision":"retry_interval","description":"","defaults":{"config":{"ttl_ms":1000,"drift":0.01,"margin_us":10000,"stop_budget_us":200000,"renew_interval_us":333333,"op_timeout_us":200000,"block_timeout_us":5000000,"min_replicas":0,"wait_timeout_us":100000,"backoff_min_us":50000,"backoff_max_us":5000000}},"cases":[{"name":"c3","why":"","input":{},"expect":{"retry_us":83335}}]}`), "want 83335, got 83333"},
+		{"unknown top-level field", one(`{"decision":"step_down","description":"","surprise":1,"cases":[]}`), "unknown field"},
+	}
+	for _, tc := range cases {
+		f := &fakeT{}
+		failed, msgs := f.run(tc.dir)
+		if !failed || !strings.Contains(msgs, tc.want) {
+			t.Errorf("%s: failed=%v, messages %q; want a failure mentioning %q", tc.name, failed, msgs, tc.want)
+		}
+	}
+	// And 1 µs of difference is tolerated.
+	f := &fakeT{}
+	if failed, msgs := f.run(one(`{"decision":"retry_interval","description":"","defaults":{"config":{"ttl_ms":1000,"drift":0.01,"margin_us":10000,"stop_budget_us":200000,"renew_interval_us":333333,"op_timeout_us":200000,"block_timeout_us":5000000,"min_replicas":0,"wait_timeout_us":100000,"backoff_min_us":50000,"backoff_max_us":5000000}},"cases":[{"name":"c4","why":"","input":{},"expect":{"retry_us":83334}}]}`)); failed {
+		t.Errorf("1 µs off failed: %s", msgs)
+	}
 }
