@@ -311,6 +311,9 @@ class Elector:
                 block = self.config.block_timeout_us if op.channel == "acquire" else None
                 conn = await self._source.open(op_limit_us(self.config, block) / 1e6)
                 self._conns[op.channel] = conn
+                # Explicitly: a Sentinel-managed connection resolves the primary in connect(),
+                # which send_command's implicit connect may bypass.
+                await conn.connect()
             await conn.send_command(*op.args)
             return await conn.read_response()
 

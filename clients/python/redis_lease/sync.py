@@ -370,6 +370,9 @@ class Elector:
 
                 conn = self._source.open(op_limit_us(self.config, block) / 1e6)
                 self._conns[op.channel] = conn
+                # Explicitly: a Sentinel-managed connection resolves the primary in connect(),
+                # which send_command's implicit connect may bypass.
+                conn.connect()
             conn.send_command(*op.args)
             while True:
                 left = op.until_us - _core.now_us()
