@@ -97,6 +97,13 @@ class _Source:
             cls, kwargs = c.connection_pool.connection_class, c.connection_pool.connection_kwargs
         return cls(**_connect.derive_kwargs(kwargs, read_timeout, self._connect_timeout, retry))
 
+    async def close(self) -> None:
+        if isinstance(self._target, str) and self._client is not None:
+            c, self._client = self._client, None
+            closer = getattr(c, "aclose", None) or getattr(c, "close")
+            with contextlib.suppress(Exception):
+                await closer()
+
     def refresh(self) -> None:
         if _connect.is_cluster(self._client):
             self._refresh_cluster = True
@@ -224,6 +231,8 @@ class Elector:
             if self._resigned:
                 return None
             resigned, value = await r.drive(self._core.run(lambda: r.quit.is_set() or self._resigned))
+            if resigned:
+                await self._close_conns()  # final: the elector's own connections are done
             return None if resigned else value
         finally:
             self._running = False
@@ -289,6 +298,11 @@ class Elector:
             await runner
 
     async def close(self) -> None:
+        """Close the elector's own connections, and the client it made from a URL."""
+        await self._close_conns()
+        await self._source.close()
+
+    async def _close_conns(self) -> None:
         for c in self._conns.values():
             with contextlib.suppress(Exception):
                 await c.disconnect()
@@ -334,9 +348,10 @@ class Elector:
             # Abandoned with a reply in flight: this connection is never reused.
             call.cancel()
             await asyncio.gather(call, return_exceptions=True)
-            await self._drop(op.channel, False)
             if quit.is_set() and op.interruptible:
+                await self._drop(op.channel, False)
                 return _core.QUIT
+            await self._drop(op.channel, True)  # no reply in time: resolve again next time
             return Failed("timeout", f"no reply within the loop's limit ({op.args[0]})")
         e = call.exception()
         if e is None:

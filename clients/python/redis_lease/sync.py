@@ -275,6 +275,8 @@ class Elector:
                 return None
             outcome = r.drive(self._core.run(lambda: r.quit.is_set() or self._resigned.is_set()))
             resigned, value = outcome
+            if resigned:
+                self.close()  # final: the elector's own connections are not needed any more
             return None if resigned else value
         finally:
             with self._lock:
@@ -381,7 +383,9 @@ class Elector:
                     self._drop(op.channel, False)
                     return _core.QUIT
                 if left <= 0:
-                    self._drop(op.channel, False)
+                    # No reply in time: with a reply in flight the connection is not reused;
+                    # resolve the address again (Sentinel/Cluster/factory) on the next open.
+                    self._drop(op.channel, True)
                     return Failed("timeout", f"no reply within the loop's limit ({' '.join(map(str, op.args[:1]))})")
                 if conn.can_read(timeout=min(left / 1e6, _POLL)):
                     break
