@@ -15,4 +15,4 @@ echo "== node client: node --test"
 rm -rf build
 npx tsc -p tsconfig.test.json
 # One test file at a time: the integration tests measure timing on a busy 2-core machine.
-node --test --test-concurrency=1 build/test/*.test.js
+node --test --test-concurrency=1 --test-timeout=120000 build/test/*.test.js

@@ -10,6 +10,16 @@ const skip = serverSkipReason();
 const quiet: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 let keyN = 0;
 const newKey = (): string => `node-test:${process.pid}:${++keyN}`;
+/** Every elector of this file; resigned in after() so a failed assertion cannot hang the run. */
+const electors: Elector[] = [];
+function elector(o: ConstructorParameters<typeof Elector>[0]): Elector {
+  const e = new Elector(o);
+  electors.push(e);
+  return e;
+}
+after(async () => {
+  await Promise.all(electors.map((e) => e.resign()));
+});
 
 /** Resolves when the lease's signal aborts; records when and with which deadline. */
 function untilAborted(lease: Lease): Promise<{ at: number; deadline: number | null; reason: string }> {
@@ -44,8 +54,8 @@ describe("elector against redis-server", { skip: skip ?? false }, () => {
 
   test("hand-over on resign: the follower blocked in ACQUIRE leads within a few ms", async () => {
     const key = newKey();
-    const a = new Elector({ redis: server.url, key, ttlMs: 2000, logger: quiet });
-    const b = new Elector({ redis: server.url, key, ttlMs: 2000, logger: quiet });
+    const a = elector({ redis: server.url, key, ttlMs: 2000, logger: quiet });
+    const b = elector({ redis: server.url, key, ttlMs: 2000, logger: quiet });
     const order: string[] = [];
     let aToken = 0;
     const aRun = a.run(async (lease) => {
@@ -84,7 +94,7 @@ describe("elector against redis-server", { skip: skip ?? false }, () => {
 
   test("a task that returns ends run() with its value and releases the lease", async () => {
     const key = newKey();
-    const e = new Elector({ redis: server.url, key, ttlMs: 1000, logger: quiet });
+    const e = elector({ redis: server.url, key, ttlMs: 1000, logger: quiet });
     const outcome = await e.run((lease) => lease.token);
     assert.equal(outcome.kind, "task_finished");
     assert.ok(outcome.kind === "task_finished" && outcome.value > 0);
@@ -93,7 +103,7 @@ describe("elector against redis-server", { skip: skip ?? false }, () => {
 
   test("a task that throws: run() rejects with its error after releasing", async () => {
     const key = newKey();
-    const e = new Elector({ redis: server.url, key, ttlMs: 1000, logger: quiet });
+    const e = elector({ redis: server.url, key, ttlMs: 1000, logger: quiet });
     await assert.rejects(
       e.run(async () => {
         throw new Error("boom");
@@ -105,7 +115,7 @@ describe("elector against redis-server", { skip: skip ?? false }, () => {
 
   test("renewals keep a leader past several TTLs; deadline moves forward", async () => {
     const key = newKey();
-    const e = new Elector({ redis: server.url, key, ttlMs: 300, logger: quiet });
+    const e = elector({ redis: server.url, key, ttlMs: 300, logger: quiet });
     const deadlines: number[] = [];
     const run = e.run(async (lease) => {
       const until = performance.now() + 1200;
@@ -140,8 +150,8 @@ describe("elector against redis-server", { skip: skip ?? false }, () => {
 
   test("followers observe the leader (LEASE.GET) through `leader` events", async () => {
     const key = newKey();
-    const a = new Elector({ redis: server.url, key, ttlMs: 1000, logger: quiet, owner: "observed-leader" });
-    const b = new Elector({ redis: server.url, key, ttlMs: 1000, logger: quiet, observeIntervalMs: 50 });
+    const a = elector({ redis: server.url, key, ttlMs: 1000, logger: quiet, owner: "observed-leader" });
+    const b = elector({ redis: server.url, key, ttlMs: 1000, logger: quiet, observeIntervalMs: 50 });
     const aRun = a.run((lease) => untilAborted(lease));
     await waitFor(() => a.isLeader(), 5000, "a to lead");
     const seen: Array<string | null> = [];
@@ -160,7 +170,7 @@ describe("elector against redis-server", { skip: skip ?? false }, () => {
   test("min_replicas without replicas: grants are never used (WAIT acks 0)", async () => {
     const key = newKey();
     const registry = new Registry();
-    const e = new Elector({
+    const e = elector({
       redis: server.url,
       key,
       ttlMs: 1000,
@@ -192,7 +202,7 @@ describe("redis killed", { skip: skip ?? false }, () => {
     try {
       const key = newKey();
       const registry = new Registry();
-      const e = new Elector({ redis: server.url, key, ttlMs: 1000, logger: quiet, metrics: new PromMetrics(key, registry) });
+      const e = elector({ redis: server.url, key, ttlMs: 1000, logger: quiet, metrics: new PromMetrics(key, registry) });
       let aborted: { at: number; deadline: number | null; reason: string } | null = null;
       let taskEnd = 0;
       let steppedDown = "";

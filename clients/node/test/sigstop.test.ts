@@ -64,7 +64,10 @@ test("SIGSTOPped leader: signal aborted before it acts again, no write after SIG
   } finally {
     child.kill("SIGCONT");
     child.kill("SIGTERM");
-    await new Promise((r) => (child.exitCode !== null ? r(null) : child.once("exit", r)));
+    const exited = new Promise((r) => (child.exitCode !== null ? r(null) : child.once("exit", r)));
+    const killer = setTimeout(() => child.kill("SIGKILL"), 5000);
+    await exited;
+    clearTimeout(killer);
     await b.resign();
     await server.stop();
   }
