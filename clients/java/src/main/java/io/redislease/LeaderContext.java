@@ -81,6 +81,10 @@ public final class LeaderContext {
         taskThread = t;
     }
 
+    boolean isTaskThread(Thread t) {
+        return taskThread == t;
+    }
+
     void extend(long newDeadline) {
         deadline = newDeadline;
     }

@@ -143,6 +143,13 @@ public final class LeaderElector implements AutoCloseable {
     @Override
     public void close() {
         CompletableFuture<Void> done = resign();
+        LeaderContext c = current;
+        if (c != null && c.isTaskThread(Thread.currentThread())) {
+            // Called from the leader task itself: the loop waits for this very thread to
+            // return, so waiting here would only run into the deadline. Return; the caller's
+            // onGranted returning completes the resign.
+            return;
+        }
         try {
             done.get();
         } catch (InterruptedException e) {
