@@ -72,10 +72,14 @@ export const SAFE_REDIS_OPTIONS = {
 export function connectionFactory(spec: ConnectionSpec, connectTimeoutMs: number): () => RedisConnection {
   const base = { ...SAFE_REDIS_OPTIONS, connectTimeout: connectTimeoutMs };
   if (typeof spec === "string") return () => new Redis(spec, base);
-  if (spec instanceof Redis) return () => spec.duplicate(base);
-  if (spec instanceof Cluster) {
-    return () =>
-      spec.duplicate([], clusterOptions(spec.options as ClusterOptions, base));
+  // Duck-typed, not instanceof: the application's ioredis may be another copy (version) than ours.
+  if (isInstance(spec)) {
+    if (spec.isCluster) {
+      const cluster = spec as Cluster;
+      return () => cluster.duplicate([], clusterOptions(cluster.options as ClusterOptions, base));
+    }
+    const redis = spec as Redis;
+    return () => redis.duplicate(base);
   }
   if ("cluster" in spec && Array.isArray(spec.cluster)) {
     const nodes = spec.cluster;
@@ -84,6 +88,10 @@ export function connectionFactory(spec: ConnectionSpec, connectTimeoutMs: number
   }
   const options = spec as RedisOptions;
   return () => new Redis({ ...options, ...base });
+}
+
+function isInstance(spec: ConnectionSpec): spec is Redis | Cluster {
+  return typeof spec === "object" && spec !== null && typeof (spec as { duplicate?: unknown }).duplicate === "function";
 }
 
 function clusterOptions(user: ClusterOptions, base: typeof SAFE_REDIS_OPTIONS & { connectTimeout: number }): ClusterOptions {

@@ -2,6 +2,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Registry } from "prom-client";
+import { Redis } from "ioredis";
 import { Elector, LeaseClient, withLeadership, type Lease, type Logger } from "../src/index.js";
 import { PromMetrics } from "../src/prometheus.js";
 import { RedisServer, serverSkipReason, sleep, waitFor } from "./support.js";
@@ -90,6 +91,31 @@ describe("elector against redis-server", { skip: skip ?? false }, () => {
     assert.ok(handoverMs < 1000, `hand-over took ${handoverMs} ms`);
     await b.resign();
     assert.deepEqual(await bRun, { kind: "resigned" });
+  });
+
+  test("an application's Redis instance is duplicated, never blocked by the follower's BLOCK", async () => {
+    const key = newKey();
+    const app = new Redis(server.url);
+    try {
+      const a = elector({ redis: app, key, ttlMs: 1000, logger: quiet });
+      const b = elector({ redis: app, key, ttlMs: 1000, logger: quiet });
+      const aRun = a.run((lease) => untilAborted(lease));
+      await waitFor(() => a.isLeader(), 5000, "a to lead");
+      const bRun = b.run((lease) => untilAborted(lease));
+      await sleep(200); // b is blocked in LEASE.ACQUIRE ... BLOCK 5000 on its own connection
+      const t0 = performance.now();
+      assert.equal(await app.ping(), "PONG");
+      const pingMs = performance.now() - t0;
+      assert.ok(pingMs < 1000, `the app's connection answered in ${pingMs} ms`);
+      assert.equal(app.options.enableOfflineQueue, true, "the app's own options are untouched");
+      await a.resign();
+      await aRun;
+      await waitFor(() => b.isLeader(), 5000, "b to lead");
+      await b.resign();
+      await bRun;
+    } finally {
+      app.disconnect();
+    }
   });
 
   test("a task that returns ends run() with its value and releases the lease", async () => {
