@@ -110,8 +110,11 @@ impl ElectorConfig {
     }
 
     /// The usable leadership time per grant/renewal: `ttl * (1 - drift) - margin`.
+    ///
+    /// Computed from the TTL as the server gets it (whole ms, floored: protocol R15), not from
+    /// `ttl` itself: a 1.9 ms TTL is sent as 1 ms, and leading for 1.9 ms would outlive it.
     pub fn lead_time(&self) -> Duration {
-        self.ttl
+        Duration::from_millis(crate::decide::wire_ms(self.ttl))
             .mul_f64(1.0 - self.drift)
             .saturating_sub(self.margin)
     }
