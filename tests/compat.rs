@@ -20,7 +20,8 @@ const TIME_AFTER_MS: u64 = 1_796_104_148_839;
 const LONG_TTL_MS: u64 = 2_147_483_647;
 
 /// (db, key, owner while held, token, grants); owner `None` = saved free.
-const FIXTURE: &[(i64, &str, Option<&[u8]>, u64, u64)] = &[
+type Fixture = (i64, &'static str, Option<&'static [u8]>, u64, u64);
+const FIXTURE: &[Fixture] = &[
     (0, "held", Some(b"holder-1"), 1_796_104_148_412_000, 1),
     (0, "released", None, 1_796_104_148_425_000, 1),
     (0, "expired", None, 1_796_104_148_517_000, 1),
