@@ -1,8 +1,10 @@
 //! redis-lease: lease-based leader election as a Redis module.
 //!
-//! - `lease/`: the pure logic (state machine, tokens, time, parsing, errors), no FFI.
-//! - `module/`: the thin Redis adapter (commands, data type, replication effects, timers,
-//!   blocked clients, configuration, INFO).
+//! - `lease/`: the pure logic (state machine, tokens, time, parsing, errors) and the engine
+//!   that turns each request into (reply, what to store, effects); no FFI.
+//! - `module/`: the thin Redis adapter (command table, the one effect executor, keys, timers,
+//!   blocked clients, data type, configuration, INFO). docs/protocol.md, "How the code is
+//!   laid out", follows one command through both.
 //!
 //! Safety statement in one paragraph: expiry is judged by this server's monotonic clock;
 //! every grant issues a token strictly above every earlier one on the key; replicas and the
@@ -15,8 +17,9 @@
 pub mod lease;
 mod module;
 
+use lease::config::{parse_module_args, BOUNDS, DEFAULT_MAX_OWNER_LEN, DEFAULT_MAX_TTL};
 use module::info::add_info;
-use module::{commands, config, datatype::LEASE_TYPE, events, runtime};
+use module::{config, datatype::LEASE_TYPE, events, register, timers};
 use redis_module::configuration::ConfigurationFlags;
 use redis_module::{redis_module, Context, RedisString, Status};
 #[allow(unused_imports)] // used by the expansion of `info:` in redis_module!
@@ -34,7 +37,7 @@ const ALLOC: Alloc = std::alloc::System;
 
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
     let raw_args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    match config::parse_module_args(&raw_args) {
+    match parse_module_args(&raw_args) {
         Ok(values) => config::apply_module_args(&values),
         Err(e) => {
             ctx.log_warning(&format!("lease: refusing to load: {e}"));
@@ -48,16 +51,20 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     }));
     // Corrupt RDB/DUMP input must surface as an IO error we check, never a server panic.
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
-    let l = config::limits();
+    // Commands (and their COMMAND DOCS) come from the one table, src/module/table.rs.
+    if register::register(ctx) == Status::Err {
+        return Status::Err;
+    }
+    let c = config::snapshot();
+    let l = c.limits();
     ctx.log_notice(&format!(
         "lease: loaded (max-ttl {} ms, grace {} ms, max-owner-len {})",
         l.max_ttl_ms,
-        config::grace_ms(),
+        c.grace_ms(),
         l.max_owner_len
     ));
-    module::docs::register(ctx);
     events::subscribe_raw_events(ctx);
-    runtime::start_grace(ctx, "server start");
+    timers::start_grace(ctx, "server start");
     Status::Ok
 }
 
@@ -68,30 +75,188 @@ redis_module! {
     data_types: [LEASE_TYPE],
     init: init,
     info: add_info,
-    commands: [
-        ["lease.acquire", commands::acquire, "write deny-oom", 1, 1, 1, ""],
-        // RENEW and RELEASE are not declared deny-oom: they allocate nothing, and refusing
-        // them under memory pressure would depose a healthy leader or delay a hand-over.
-        // (Redis 7.0 still reports `denyoom` for every module write command in COMMAND INFO.)
-        ["lease.renew", commands::renew, "write fast", 1, 1, 1, ""],
-        ["lease.release", commands::release, "write fast", 1, 1, 1, ""],
-        ["lease.fence", commands::fence, "write deny-oom", 1, 1, 1, ""],
-        ["lease.get", commands::get, "readonly fast", 1, 1, 1, ""],
-        ["lease.info", commands::info, "readonly fast", 1, 1, 1, ""],
-        ["lease.apply", commands::apply, "write", 1, 1, 1, ""],
-    ],
     event_handlers: [
         [@GENERIC: events::on_generic_event],
     ],
     configurations: [
         i64: [
-            ["max-ttl", &config::MAX_TTL, config::DEFAULT_MAX_TTL, config::BOUNDS[0].1, config::BOUNDS[0].2, ConfigurationFlags::DEFAULT, None],
-            ["grace-ms", &config::GRACE_MS, -1, config::BOUNDS[1].1, config::BOUNDS[1].2, ConfigurationFlags::DEFAULT, None],
-            ["max-owner-len", &config::MAX_OWNER_LEN, config::DEFAULT_MAX_OWNER_LEN, config::BOUNDS[2].1, config::BOUNDS[2].2, ConfigurationFlags::DEFAULT, None],
+            ["max-ttl", &config::MAX_TTL, DEFAULT_MAX_TTL, BOUNDS[0].1, BOUNDS[0].2, ConfigurationFlags::DEFAULT, None],
+            ["grace-ms", &config::GRACE_MS, -1, BOUNDS[1].1, BOUNDS[1].2, ConfigurationFlags::DEFAULT, None],
+            ["max-owner-len", &config::MAX_OWNER_LEN, DEFAULT_MAX_OWNER_LEN, BOUNDS[2].1, BOUNDS[2].2, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [],
         enum: [],
         module_args_as_configuration: false,
     ]
+}
+
+#[cfg(test)]
+mod layering_tests {
+    //! The `use crate::...` (and `use super::...`) lines of src/ form no cycle: each file
+    //! depends only on files below it, so a reader can follow any module without meeting
+    //! itself again. Checked on the source text, at the granularity of files.
+
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::{Path, PathBuf};
+
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("read src").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    /// `src/module/keys.rs` -> ["module", "keys"]; `mod.rs`/`lib.rs` name their folder.
+    fn module_path(src: &Path, file: &Path) -> Vec<String> {
+        let rel = file.strip_prefix(src).expect("under src");
+        let mut parts: Vec<String> = rel
+            .iter()
+            .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string())
+            .collect();
+        if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+            parts.pop();
+        }
+        parts
+    }
+
+    /// The module paths named by the `use` lines of a file (test modules excluded: a test
+    /// may look at anything). `use a::{b, c::d}` names a::b and a::c::d.
+    fn uses(text: &str, here: &[String], is_dir_module: bool) -> Vec<Vec<String>> {
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let mut out = vec![];
+        let mut stmt = String::new();
+        for line in code.lines() {
+            let t = line.trim();
+            if stmt.is_empty() && !(t.starts_with("use ") || t.starts_with("pub use ")) {
+                continue;
+            }
+            stmt.push_str(t);
+            if !t.ends_with(';') {
+                continue;
+            }
+            let s = std::mem::take(&mut stmt);
+            let s = s
+                .trim_start_matches("pub ")
+                .trim_start_matches("use ")
+                .trim_end_matches(';');
+            for path in expand(s) {
+                let mut segs: Vec<String> =
+                    path.split("::").map(|x| x.trim().to_string()).collect();
+                let base: Vec<String> = match segs.first().map(String::as_str) {
+                    Some("crate") => vec![],
+                    Some("super") => {
+                        // `super` of a file module is its folder; of a mod.rs, the parent.
+                        let mut b = here.to_vec();
+                        if is_dir_module || !b.is_empty() {
+                            b.pop();
+                        }
+                        b
+                    }
+                    Some("self") => here.to_vec(),
+                    _ => continue, // std, other crates
+                };
+                segs.remove(0);
+                let mut full = base;
+                full.extend(segs.into_iter().filter(|s| s != "self" && s != "*"));
+                out.push(full);
+            }
+        }
+        out
+    }
+
+    /// `a::{b, c::{d, e}}` -> ["a::b", "a::c::d", "a::c::e"].
+    fn expand(s: &str) -> Vec<String> {
+        let Some(open) = s.find('{') else {
+            return vec![s.split(" as ").next().unwrap_or(s).to_string()];
+        };
+        let prefix = &s[..open];
+        let inner = &s[open + 1..s.rfind('}').unwrap_or(s.len())];
+        let mut parts = vec![];
+        let (mut depth, mut start) = (0, 0);
+        for (i, ch) in inner.char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&inner[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(&inner[start..]);
+        parts
+            .into_iter()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .flat_map(|p| expand(&format!("{prefix}{p}")))
+            .collect()
+    }
+
+    #[test]
+    fn use_lines_form_no_cycle() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![];
+        rust_files(&src, &mut files);
+        let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(&src, f)).collect();
+        // Edges between file modules: a used path is attributed to the longest module prefix.
+        let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+        for f in &files {
+            let here = module_path(&src, f);
+            let is_dir = f
+                .file_name()
+                .is_some_and(|n| n == "mod.rs" || n == "lib.rs");
+            let text = std::fs::read_to_string(f).expect("read");
+            for used in uses(&text, &here, is_dir) {
+                let target = (0..=used.len())
+                    .rev()
+                    .map(|n| used[..n].to_vec())
+                    .find(|p| modules.contains(p) && !p.is_empty());
+                if let Some(t) = target {
+                    if t != here && !here.starts_with(&t) {
+                        graph.entry(here.clone()).or_default().insert(t);
+                    }
+                }
+            }
+        }
+        assert!(
+            graph
+                .get(&vec!["module".to_string(), "executor".to_string()])
+                .is_some_and(|d| d.len() > 5),
+            "the parser found the executor's dependencies: {graph:?}"
+        );
+        // Depth-first search with colours; report the first cycle as a path.
+        fn visit(
+            n: &Vec<String>,
+            g: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
+            state: &mut BTreeMap<Vec<String>, u8>,
+            stack: &mut Vec<Vec<String>>,
+        ) {
+            match state.get(n) {
+                Some(2) => return,
+                Some(1) => {
+                    let at = stack.iter().position(|x| x == n).unwrap_or(0);
+                    let cyc: Vec<String> = stack[at..].iter().map(|m| m.join("::")).collect();
+                    panic!("module cycle: {} -> {}", cyc.join(" -> "), n.join("::"));
+                }
+                _ => {}
+            }
+            state.insert(n.clone(), 1);
+            stack.push(n.clone());
+            for d in g.get(n).into_iter().flatten() {
+                visit(d, g, state, stack);
+            }
+            stack.pop();
+            state.insert(n.clone(), 2);
+        }
+        let mut state = BTreeMap::new();
+        for n in graph.keys() {
+            visit(n, &graph, &mut state, &mut vec![]);
+        }
+    }
 }

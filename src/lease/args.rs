@@ -2,8 +2,9 @@
 //! layer hands over raw byte slices; nothing here allocates a C string or can panic on any
 //! byte sequence (owners may contain NUL bytes: they are binary-safe ids).
 
-use super::error::LeaseError;
-use super::state::TOKEN_LIMIT;
+use crate::lease::error::LeaseError;
+use crate::lease::request::Request;
+use crate::lease::state::{Apply, Lease, TOKEN_LIMIT};
 
 /// Limits in force (from `lease.max-ttl` / `lease.max-owner-len`).
 #[derive(Clone, Copy, Debug)]
@@ -89,6 +90,89 @@ pub fn parse_acquire<'a>(args: &[&'a [u8]], l: &Limits) -> Result<AcquireArgs<'a
         ttl_ms,
         block,
     })
+}
+
+/// `LEASE.ACQUIRE`: everything after the key.
+pub fn acquire_request<'a>(args: &[&'a [u8]], l: &Limits) -> Result<Request<'a>, LeaseError> {
+    let a = parse_acquire(args, l)?;
+    Ok(Request::Acquire {
+        owner: a.owner,
+        ttl_ms: a.ttl_ms,
+        block: a.block,
+    })
+}
+
+/// `LEASE.RENEW`: `owner token ttl` (arity checked by the command table).
+pub fn renew_request<'a>(args: &[&'a [u8]], l: &Limits) -> Result<Request<'a>, LeaseError> {
+    let [owner, token, ttl] = args else {
+        return Err(LeaseError::WrongArity("lease.renew"));
+    };
+    // Checked in this order (owner, token, ttl): the first bad one is the error reported.
+    Ok(Request::Renew {
+        owner: parse_owner(owner, l)?,
+        token: parse_token(token)?,
+        ttl_ms: parse_ttl(ttl, l)?,
+    })
+}
+
+/// `LEASE.RELEASE`: `owner token`.
+pub fn release_request<'a>(args: &[&'a [u8]], l: &Limits) -> Result<Request<'a>, LeaseError> {
+    let [owner, token] = args else {
+        return Err(LeaseError::WrongArity("lease.release"));
+    };
+    Ok(Request::Release {
+        owner: parse_owner(owner, l)?,
+        token: parse_token(token)?,
+    })
+}
+
+/// `LEASE.FENCE`: `token [command arg ...]`.
+pub fn fence_request<'a>(args: &[&'a [u8]], _: &Limits) -> Result<Request<'a>, LeaseError> {
+    let [token, rest @ ..] = args else {
+        return Err(LeaseError::WrongArity("lease.fence"));
+    };
+    Ok(Request::Fence {
+        token: parse_token(token)?,
+        with_command: !rest.is_empty(),
+    })
+}
+
+/// `LEASE.GET`: nothing after the key.
+pub fn get_request<'a>(args: &[&'a [u8]], _: &Limits) -> Result<Request<'a>, LeaseError> {
+    match args {
+        [] => Ok(Request::Get),
+        _ => Err(LeaseError::WrongArity("lease.get")),
+    }
+}
+
+/// `LEASE.INFO`: nothing after the key.
+pub fn info_request<'a>(args: &[&'a [u8]], _: &Limits) -> Result<Request<'a>, LeaseError> {
+    match args {
+        [] => Ok(Request::Info),
+        _ => Err(LeaseError::WrongArity("lease.info")),
+    }
+}
+
+/// `LEASE.APPLY`: `HOLD owner token expires_wall_ms` | `FREE token`. Only the primary's
+/// replication stream and AOF loading send it, but that input is data too: every field is
+/// checked before it becomes state.
+pub fn apply_request<'a>(args: &[&'a [u8]], _: &Limits) -> Result<Request<'a>, LeaseError> {
+    parse_apply(args).map(Request::Apply)
+}
+
+pub fn parse_apply(a: &[&[u8]]) -> Result<Apply, LeaseError> {
+    let int = |b: &[u8]| parse_u64(b).ok_or(LeaseError::BadEffect);
+    let eff = match a {
+        [kind, owner, token, wall] if kind.eq_ignore_ascii_case(b"HOLD") => Apply::Hold {
+            owner: owner.to_vec(),
+            token: int(token)?,
+            expires_wall_ms: int(wall)?,
+        },
+        [kind, token] if kind.eq_ignore_ascii_case(b"FREE") => Apply::Free { token: int(token)? },
+        _ => return Err(LeaseError::BadEffect),
+    };
+    Lease::validate_effect(&eff)?;
+    Ok(eff)
 }
 
 /// An option echoed back in an error: lossy UTF-8, at most 64 chars, no control characters
@@ -184,5 +268,79 @@ mod tests {
         );
         assert_eq!(p(&["o", "100", "BLOCK", "x"]), Err(LeaseError::BadTimeout));
         assert!(printable(b"a\r\nb").chars().all(|c| !c.is_control()));
+    }
+
+    #[test]
+    fn effects_parse_strictly() {
+        let p = |v: &[&str]| {
+            let b: Vec<&[u8]> = v.iter().map(|s| s.as_bytes()).collect();
+            parse_apply(&b)
+        };
+        assert_eq!(
+            p(&["HOLD", "o", "7", "100"]),
+            Ok(Apply::Hold {
+                owner: b"o".to_vec(),
+                token: 7,
+                expires_wall_ms: 100
+            })
+        );
+        assert_eq!(p(&["FREE", "7"]), Ok(Apply::Free { token: 7 }));
+        assert_eq!(p(&["FREE", "0"]), Ok(Apply::Free { token: 0 }));
+        for bad in [
+            &["HOLD", "", "7", "1"][..],
+            &["HOLD", "o", "0", "1"],
+            &["FREE"],
+            &["X", "1"],
+            &["FREE", "-1"],
+        ] {
+            assert_eq!(p(bad), Err(LeaseError::BadEffect), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn request_parsers_check_fields_in_order() {
+        let v =
+            |a: &[&'static str]| -> Vec<&'static [u8]> { a.iter().map(|s| s.as_bytes()).collect() };
+        assert_eq!(
+            renew_request(&v(&["", "0", "0"]), &L),
+            Err(LeaseError::BadOwner { max: 8 })
+        );
+        assert_eq!(
+            renew_request(&v(&["o", "0", "0"]), &L),
+            Err(LeaseError::BadToken)
+        );
+        assert_eq!(
+            renew_request(&v(&["o", "1", "0"]), &L),
+            Err(LeaseError::BadTtl)
+        );
+        assert_eq!(
+            renew_request(&v(&["o", "1", "5"]), &L),
+            Ok(Request::Renew {
+                owner: b"o",
+                token: 1,
+                ttl_ms: 5
+            })
+        );
+        assert_eq!(
+            release_request(&v(&["o", "2"]), &L),
+            Ok(Request::Release {
+                owner: b"o",
+                token: 2
+            })
+        );
+        assert_eq!(
+            fence_request(&v(&["2", "SET", "k", "v"]), &L),
+            Ok(Request::Fence {
+                token: 2,
+                with_command: true
+            })
+        );
+        assert_eq!(fence_request(&v(&["x"]), &L), Err(LeaseError::BadToken));
+        assert_eq!(get_request(&v(&[]), &L), Ok(Request::Get));
+        assert_eq!(
+            info_request(&v(&["x"]), &L),
+            Err(LeaseError::WrongArity("lease.info"))
+        );
+        assert_eq!(apply_request(&v(&["FREE"]), &L), Err(LeaseError::BadEffect));
     }
 }

@@ -1,11 +1,20 @@
-//! Pure lease logic: state, time, tokens, argument parsing, error strings. Nothing in this
-//! folder touches FFI; the module layer (`src/module/`) parses, calls in here, replies and
-//! replicates.
+//! Pure lease logic: state, tokens, time, argument and effect parsing, configuration, the
+//! node's own state and the engine that turns a request into (reply, what to store,
+//! effects). Nothing in this folder touches FFI or reads a clock; the module layer
+//! (`src/module/`) parses through the command table, calls `engine::handle`, and its
+//! executor carries out the effects.
+//!
+//! Layering (each file uses only those above it): error, slot → state → request → args →
+//! config → node → engine.
 
 pub mod args;
+pub mod config;
+pub mod engine;
 pub mod error;
+pub mod node;
+pub mod request;
 pub mod slot;
 pub mod state;
 
 pub use error::LeaseError;
-pub use state::{Acquire, Effect, Grace, Holder, Lease, Now, Persisted, TOKEN_LIMIT};
+pub use state::{Acquire, Apply, Grace, Holder, Lease, Now, Persisted, TOKEN_LIMIT};

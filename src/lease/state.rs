@@ -12,7 +12,7 @@
 //!   receipt (`apply`) or load (`from_persisted`); Redis cannot do better, because monotonic
 //!   clocks of two processes have no common origin.
 
-use super::error::LeaseError;
+use crate::lease::error::LeaseError;
 
 /// Tokens stay below 2^53 so every client language (JavaScript numbers included) holds them
 /// exactly.
@@ -41,10 +41,10 @@ pub struct Lease {
     grants: u64,
 }
 
-/// What a replica or an AOF replays: the decision already taken by the primary, with an
-/// absolute wall-clock expiry, so nobody downstream re-judges it against its own clock.
+/// One `LEASE.APPLY`: what a replica or an AOF replays, the decision already taken by the
+/// primary, with an absolute wall-clock expiry, so nobody downstream re-judges it against its own clock.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Effect {
+pub enum Apply {
     Hold {
         owner: Vec<u8>,
         token: u64,
@@ -252,16 +252,16 @@ impl Lease {
     /// The current state as an effect for replicas and the AOF. The absolute expiry is
     /// derived from the monotonic deadline at `now`; right after a grant or renew that is
     /// exactly `now.wall_ms + ttl`.
-    pub fn effect(&self, now: Now) -> Effect {
+    pub fn to_apply(&self, now: Now) -> Apply {
         if self.is_held() {
             let rem_ms = ceil_ms(self.expires_mono_us.saturating_sub(now.mono_us));
-            Effect::Hold {
+            Apply::Hold {
                 owner: self.owner.to_vec(),
                 token: self.token,
                 expires_wall_ms: now.wall_ms.saturating_add(rem_ms),
             }
         } else {
-            Effect::Free { token: self.token }
+            Apply::Free { token: self.token }
         }
     }
 
@@ -276,9 +276,9 @@ impl Lease {
 
     /// Replays an effect from the primary (replica) or the AOF. Never consults the lease's
     /// own liveness: the primary already decided.
-    pub fn apply(&mut self, effect: &Effect, now: Now) {
+    pub fn apply(&mut self, effect: &Apply, now: Now) {
         match effect {
-            Effect::Hold {
+            Apply::Hold {
                 owner,
                 token,
                 expires_wall_ms,
@@ -290,7 +290,7 @@ impl Lease {
                 self.token = *token;
                 self.expires_mono_us = Self::mono_deadline(*expires_wall_ms, now);
             }
-            Effect::Free { token } => {
+            Apply::Free { token } => {
                 self.owner = Box::new([]);
                 self.token = *token;
             }
@@ -298,9 +298,9 @@ impl Lease {
     }
 
     /// Checks an effect's fields before it is applied (AOF and replication input is data).
-    pub fn validate_effect(effect: &Effect) -> Result<(), LeaseError> {
+    pub fn validate_effect(effect: &Apply) -> Result<(), LeaseError> {
         match effect {
-            Effect::Hold { owner, token, .. } => {
+            Apply::Hold { owner, token, .. } => {
                 if owner.is_empty()
                     || owner.len() > OWNER_HARD_CAP
                     || *token == 0
@@ -309,7 +309,7 @@ impl Lease {
                     return Err(LeaseError::BadEffect);
                 }
             }
-            Effect::Free { token } => {
+            Apply::Free { token } => {
                 if *token >= TOKEN_LIMIT {
                     return Err(LeaseError::BadEffect);
                 }
@@ -320,13 +320,13 @@ impl Lease {
 
     /// What RDB/DUMP store: the absolute wall expiry, derived at save time.
     pub fn to_persisted(&self, now: Now) -> Persisted {
-        let held = match self.effect(now) {
-            Effect::Hold {
+        let held = match self.to_apply(now) {
+            Apply::Hold {
                 owner,
                 expires_wall_ms,
                 ..
             } => Some((owner, expires_wall_ms)),
-            Effect::Free { .. } => None,
+            Apply::Free { .. } => None,
         };
         Persisted {
             token: self.token,
@@ -619,10 +619,10 @@ mod tests {
     fn effects_round_trip_through_a_replica_clock() {
         let mut primary = Lease::new();
         primary.acquire(b"owner-1", 3000, at(0), 0, 0).unwrap();
-        let eff = primary.effect(at(0));
+        let eff = primary.to_apply(at(0));
         assert_eq!(
             eff,
-            Effect::Hold {
+            Apply::Hold {
                 owner: b"owner-1".to_vec(),
                 token: primary.last_token(),
                 expires_wall_ms: WALL0 + 3000
@@ -638,7 +638,7 @@ mod tests {
         replica.apply(&eff, replica_now);
         assert_eq!(replica.holder(replica_now).map(|h| h.pttl_ms), Some(2990));
         replica.apply(
-            &Effect::Free {
+            &Apply::Free {
                 token: primary.last_token(),
             },
             replica_now,
@@ -646,13 +646,13 @@ mod tests {
         assert!(replica.holder(replica_now).is_none());
         assert_eq!(replica.last_token(), primary.last_token());
         // Malformed effects are refused before apply.
-        assert!(Lease::validate_effect(&Effect::Hold {
+        assert!(Lease::validate_effect(&Apply::Hold {
             owner: vec![],
             token: 1,
             expires_wall_ms: 0
         })
         .is_err());
-        assert!(Lease::validate_effect(&Effect::Free { token: TOKEN_LIMIT }).is_err());
+        assert!(Lease::validate_effect(&Apply::Free { token: TOKEN_LIMIT }).is_err());
     }
 
     #[test]

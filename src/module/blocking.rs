@@ -1,44 +1,76 @@
 //! `LEASE.ACQUIRE ... BLOCK timeout` on Redis' blocking-on-keys machinery (not wrapped by
 //! the crate, so raw calls). Redis keeps the clients blocked on a key in arrival order and
-//! retries them in that order whenever the key is signalled ready (release, expiry timer,
-//! end of grace), which gives FIFO hand-over among waiters for free.
+//! retries them in that order whenever the key is signalled ready (release, expiry, end of
+//! grace), which gives FIFO hand-over among waiters for free.
+//!
+//! This file only blocks clients and keeps the registry of waiters; what happens when one
+//! is retried, times out or goes away is the executor's (`executor::on_ready` and friends),
+//! passed in as `Callbacks` so that this file does not depend on it.
 
-use super::runtime::{self, bump, COUNTERS};
-use super::{commands, ffi};
-use crate::lease::{Acquire, LeaseError};
-use redis_module::{raw, Context, RedisError, RedisString};
+use crate::module::ffi;
+use crate::module::guard::lock;
+use redis_module::{raw, Context};
+use std::collections::HashMap;
 use std::os::raw::{c_int, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
 
-struct Waiter {
-    owner: Vec<u8>,
-    ttl_ms: u64,
-    db: i32,
-    key: Vec<u8>,
+/// What a blocked acquirer asked for; Redis hands it back to every callback.
+pub struct Waiter {
+    pub owner: Vec<u8>,
+    pub ttl_ms: u64,
+    pub db: i32,
+    pub key: Vec<u8>,
 }
 
-const OK: c_int = raw::REDISMODULE_OK as c_int;
-const ERR: c_int = raw::REDISMODULE_ERR as c_int;
+type KeyId = (i32, Vec<u8>);
 
-pub fn block(ctx: &Context, key: &RedisString, owner: &[u8], ttl_ms: u64, timeout_ms: u64) {
+lazy_static::lazy_static! {
+    /// Keys with blocked acquirers and how many; woken at the end of grace.
+    static ref WAITERS: Mutex<HashMap<KeyId, usize>> = Mutex::new(HashMap::new());
+}
+
+pub type CmdFn = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *mut *mut raw::RedisModuleString,
+    c_int,
+) -> c_int;
+pub type FreeFn = unsafe extern "C" fn(*mut raw::RedisModuleCtx, *mut c_void);
+
+pub struct Callbacks {
+    pub on_ready: CmdFn,
+    pub on_timeout: CmdFn,
+    pub free: FreeFn,
+}
+
+/// Blocks the calling client on `key` for `timeout_ms` (0 = forever).
+pub fn block(
+    ctx: &Context,
+    key: *mut raw::RedisModuleString,
+    owner: Vec<u8>,
+    ttl_ms: u64,
+    timeout_ms: u64,
+    cb: &Callbacks,
+) {
     let db = ffi::selected_db(ctx.ctx);
+    let name = redis_module::RedisString::string_as_slice(key).to_vec();
+    add_waiter(db, &name);
     let w = Box::new(Waiter {
-        owner: owner.to_vec(),
+        owner,
         ttl_ms,
         db,
-        key: key.as_slice().to_vec(),
+        key: name,
     });
-    runtime::add_waiter(db, key.as_slice());
-    let mut keys = [key.inner];
-    // SAFETY: the callbacks below match RedisModuleCmdFunc; privdata is a Box we reclaim in
-    // `free_waiter`, which Redis calls exactly once (served, timed out or disconnected).
+    let mut keys = [key];
+    // SAFETY: the callbacks match RedisModuleCmdFunc / the free callback's signature;
+    // privdata is a Box that `cb.free` reclaims (through `take_waiter`), which Redis calls
+    // exactly once (served, timed out or disconnected).
     unsafe {
         if let Some(f) = raw::RedisModule_BlockClientOnKeys {
             f(
                 ctx.ctx,
-                Some(on_ready),
-                Some(on_timeout),
-                Some(free_waiter),
+                Some(cb.on_ready),
+                Some(cb.on_timeout),
+                Some(cb.free),
                 timeout_ms as i64,
                 keys.as_mut_ptr(),
                 1,
@@ -48,63 +80,70 @@ pub fn block(ctx: &Context, key: &RedisString, owner: &[u8], ttl_ms: u64, timeou
     }
 }
 
-/// The key was signalled: retry the grant. ERR keeps the client blocked (still held by
-/// someone, or still in grace); OK means we replied.
-unsafe extern "C" fn on_ready(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        let Some(get_priv) = raw::RedisModule_GetBlockedClientPrivateData else {
-            return ERR;
-        };
-        let Some(get_key) = raw::RedisModule_GetBlockedClientReadyKey else {
-            return ERR;
-        };
-        let Some(w) = (get_priv(ctx) as *const Waiter).as_ref() else {
-            return ERR;
-        };
-        let key = get_key(ctx);
-        if key.is_null() {
-            return ERR;
-        }
-        let context = Context::new(ctx);
-        // Redis applied min-replicas-to-write when the command arrived, not now; a grant
-        // here is a new write, so check it again (see `replicas_allow_write`).
-        if !runtime::replicas_allow_write(&context) {
-            context.reply(Err(RedisError::String(LeaseError::NoReplicas.to_string())));
-            return OK;
-        }
-        match commands::try_acquire(&context, key, &w.owner, w.ttl_ms, ffi::now(), false) {
-            Ok(Acquire::Granted { token }) | Ok(Acquire::Refreshed { token }) => {
-                raw::RedisModule_ReplyWithLongLong.map(|f| f(ctx, token as i64));
-                OK
-            }
-            Ok(_) => ERR,
-            Err(e) => {
-                context.reply(Err(e));
-                OK
-            }
-        }
-    }));
-    r.unwrap_or(ERR)
+/// The waiter of a blocked client, inside an `on_ready` callback.
+///
+/// # Safety
+/// `ctx` is the context Redis passed to a reply callback of a client blocked by `block`.
+pub unsafe fn waiter<'a>(ctx: *mut raw::RedisModuleCtx) -> Option<&'a Waiter> {
+    // SAFETY: caller's contract; the private data is the `Box<Waiter>` given to Redis in
+    // `block`, alive until the free callback runs (after this one).
+    unsafe {
+        let get = raw::RedisModule_GetBlockedClientPrivateData?;
+        get(ctx).cast::<Waiter>().as_ref()
+    }
 }
 
-unsafe extern "C" fn on_timeout(
-    ctx: *mut raw::RedisModuleCtx,
-    _argv: *mut *mut raw::RedisModuleString,
-    _argc: c_int,
-) -> c_int {
-    bump(&COUNTERS.block_timeouts);
-    raw::RedisModule_ReplyWithNull.map(|f| f(ctx));
-    OK
+/// The key signalled ready, inside an `on_ready` callback (null if unknown).
+///
+/// # Safety
+/// As for `waiter`.
+pub unsafe fn ready_key(ctx: *mut raw::RedisModuleCtx) -> *mut raw::RedisModuleString {
+    // SAFETY: caller's contract.
+    unsafe { raw::RedisModule_GetBlockedClientReadyKey.map_or(std::ptr::null_mut(), |f| f(ctx)) }
 }
 
-unsafe extern "C" fn free_waiter(_ctx: *mut raw::RedisModuleCtx, privdata: *mut c_void) {
+/// Takes back the waiter given to Redis in `block` and removes it from the registry.
+///
+/// # Safety
+/// `privdata` is null or the pointer `block` gave Redis, passed to the free callback, which
+/// Redis calls exactly once per blocked client.
+pub unsafe fn take_waiter(privdata: *mut c_void) {
     if privdata.is_null() {
         return;
     }
-    let w = Box::from_raw(privdata.cast::<Waiter>());
-    runtime::remove_waiter(w.db, &w.key);
+    // SAFETY: caller's contract: this is the Box from `block`, reclaimed once.
+    let w = unsafe { Box::from_raw(privdata.cast::<Waiter>()) };
+    remove_waiter(w.db, &w.key);
+}
+
+fn add_waiter(db: i32, key: &[u8]) {
+    *lock(&WAITERS).entry((db, key.to_vec())).or_insert(0) += 1;
+}
+
+fn remove_waiter(db: i32, key: &[u8]) {
+    let mut w = lock(&WAITERS);
+    let id = (db, key.to_vec());
+    if let Some(n) = w.get_mut(&id) {
+        *n -= 1;
+        if *n == 0 {
+            w.remove(&id);
+        }
+    }
+}
+
+pub fn blocked_clients() -> u64 {
+    lock(&WAITERS).values().map(|&n| n as u64).sum()
+}
+
+/// Signals every key with waiters (end of grace): Redis retries them after this callback.
+pub fn wake_all_waiters(ctx: &Context) {
+    let keys: Vec<KeyId> = lock(&WAITERS).keys().cloned().collect();
+    let before = ffi::selected_db(ctx.ctx);
+    for (db, key) in keys {
+        if ffi::select_db(ctx.ctx, db) {
+            let k = ffi::string(ctx.ctx, &key);
+            ffi::signal_ready(ctx.ctx, k.inner);
+        }
+    }
+    ffi::select_db(ctx.ctx, before);
 }

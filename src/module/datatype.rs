@@ -9,13 +9,13 @@
 //! on REDISMODULE_OPTIONS_HANDLE_IO_ERRORS (set at load) so a short or mistyped payload
 //! is an IO error we check, not a server panic.
 
-use super::ffi;
 use crate::lease::state::OWNER_HARD_CAP;
 use crate::lease::{Lease, Persisted};
+use crate::module::guard::guard;
+use crate::module::{ffi, node};
 use redis_module::native_types::RedisType;
 use redis_module::raw;
 use std::os::raw::{c_int, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Bump on any change of the encoding above, and keep loading the old versions.
 pub const TYPE_VERSION: i32 = 1;
@@ -46,21 +46,35 @@ pub static LEASE_TYPE: RedisType = RedisType::new(
     },
 );
 
+/// The lease behind a value pointer Redis hands to a type callback.
+///
+/// # Safety
+/// `value` is null or a pointer this module created with `Box::into_raw(Box<Lease>)` (every
+/// value of this type is: `keys::LeaseKey::create`, `rdb_load`, `copy`) that Redis has not
+/// freed yet, and nothing else accesses it during the callback.
+unsafe fn lease_ref<'a>(value: *const c_void) -> Option<&'a Lease> {
+    // SAFETY: guaranteed by the caller, see above.
+    unsafe { value.cast::<Lease>().as_ref() }
+}
+
 unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, value: *mut c_void) {
-    let Some(lease) = (value as *const Lease).as_ref() else {
+    // SAFETY: Redis passes a value of this type (see `lease_ref`).
+    let Some(lease) = (unsafe { lease_ref(value) }) else {
         return;
     };
-    let p = lease.to_persisted(ffi::now());
-    raw::save_unsigned(io, p.token);
-    raw::save_unsigned(io, p.grants);
-    match p.held {
-        Some((owner, wall)) => {
-            raw::save_unsigned(io, 1);
-            raw::save_slice(io, &owner);
-            raw::save_unsigned(io, wall);
+    guard((), || {
+        let p = lease.to_persisted(ffi::now());
+        raw::save_unsigned(io, p.token);
+        raw::save_unsigned(io, p.grants);
+        match p.held {
+            Some((owner, wall)) => {
+                raw::save_unsigned(io, 1);
+                raw::save_slice(io, &owner);
+                raw::save_unsigned(io, wall);
+            }
+            None => raw::save_unsigned(io, 0),
         }
-        None => raw::save_unsigned(io, 0),
-    }
+    })
 }
 
 fn load_v1(io: *mut raw::RedisModuleIO) -> Option<Lease> {
@@ -91,18 +105,21 @@ fn load_v1(io: *mut raw::RedisModuleIO) -> Option<Lease> {
 }
 
 unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
-    let loaded = catch_unwind(AssertUnwindSafe(|| match encver {
-        1 => load_v1(io),
-        // A newer (or corrupt) encoding: refuse rather than guess.
-        _ => None,
-    }));
-    match loaded {
-        Ok(Some(lease)) => {
-            super::runtime::observe_token(lease.last_token());
-            Box::into_raw(Box::new(lease)).cast::<c_void>()
+    guard(std::ptr::null_mut(), || {
+        let loaded = match encver {
+            1 => load_v1(io),
+            // A newer (or corrupt) encoding: refuse rather than guess (NULL makes RESTORE
+            // answer "Bad data format" and an RDB load fail cleanly).
+            _ => None,
+        };
+        match loaded {
+            Some(lease) => {
+                node::observe_token(lease.last_token());
+                Box::into_raw(Box::new(lease)).cast::<c_void>()
+            }
+            None => std::ptr::null_mut(),
         }
-        _ => std::ptr::null_mut(),
-    }
+    })
 }
 
 unsafe extern "C" fn aof_rewrite(
@@ -110,40 +127,55 @@ unsafe extern "C" fn aof_rewrite(
     key: *mut raw::RedisModuleString,
     value: *mut c_void,
 ) {
-    if let Some(lease) = (value as *const Lease).as_ref() {
-        ffi::emit_aof_effect(aof, key, &lease.effect(ffi::now()));
+    // SAFETY: Redis passes a value of this type (see `lease_ref`).
+    if let Some(lease) = unsafe { lease_ref(value) } {
+        guard((), || {
+            ffi::emit_aof_effect(aof, key, &lease.to_apply(ffi::now()))
+        });
     }
 }
 
 unsafe extern "C" fn free(value: *mut c_void) {
     if !value.is_null() {
-        drop(Box::from_raw(value.cast::<Lease>()));
+        // SAFETY: every value of this type is a `Box<Lease>` turned into a raw pointer
+        // (see `lease_ref`), and Redis calls `free` exactly once per value.
+        drop(unsafe { Box::from_raw(value.cast::<Lease>()) });
     }
 }
 
 unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
-    (value as *const Lease).as_ref().map_or(0, Lease::mem_usage)
+    // SAFETY: Redis passes a value of this type (see `lease_ref`).
+    unsafe { lease_ref(value) }.map_or(0, Lease::mem_usage)
 }
 
 /// Digest of what replicas must agree on: owner and token (held or last issued). The expiry
 /// is left out on purpose: each node holds it as its own monotonic deadline, so two
 /// healthy nodes would differ in it by the replication delay.
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
-    let Some(lease) = (value as *const Lease).as_ref() else {
+    // SAFETY: Redis passes a value of this type (see `lease_ref`).
+    let Some(lease) = (unsafe { lease_ref(value) }) else {
         return;
     };
-    let (Some(add_ll), Some(add_buf), Some(end)) = (
-        raw::RedisModule_DigestAddLongLong,
-        raw::RedisModule_DigestAddStringBuffer,
-        raw::RedisModule_DigestEndSequence,
-    ) else {
+    // SAFETY: reading function pointers Redis filled in at module load.
+    let fns = unsafe {
+        (
+            raw::RedisModule_DigestAddLongLong,
+            raw::RedisModule_DigestAddStringBuffer,
+            raw::RedisModule_DigestEndSequence,
+        )
+    };
+    let (Some(add_ll), Some(add_buf), Some(end)) = fns else {
         return;
     };
-    add_ll(md, lease.last_token() as i64);
-    add_ll(md, i64::from(lease.is_held()));
     let owner = lease.owner();
-    add_buf(md, owner.as_ptr().cast(), owner.len());
-    end(md);
+    // SAFETY: `md` is the digest Redis passed for this call; the owner buffer is passed with
+    // its length and outlives the call.
+    unsafe {
+        add_ll(md, lease.last_token() as i64);
+        add_ll(md, i64::from(lease.is_held()));
+        add_buf(md, owner.as_ptr().cast(), owner.len());
+        end(md);
+    }
 }
 
 unsafe extern "C" fn copy(
@@ -151,8 +183,11 @@ unsafe extern "C" fn copy(
     _to: *mut raw::RedisModuleString,
     value: *const c_void,
 ) -> *mut c_void {
-    match (value as *const Lease).as_ref() {
-        Some(lease) => Box::into_raw(Box::new(lease.clone())).cast::<c_void>(),
+    // SAFETY: Redis passes a value of this type (see `lease_ref`).
+    match unsafe { lease_ref(value) } {
+        Some(lease) => guard(std::ptr::null_mut(), || {
+            Box::into_raw(Box::new(lease.clone())).cast::<c_void>()
+        }),
         None => std::ptr::null_mut(),
     }
 }

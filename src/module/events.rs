@@ -3,72 +3,57 @@
 //! configuration changes (grace length may have changed), and key moves that carry a held
 //! lease to a new name (its expiry timer must follow).
 
-use super::datatype::LEASE_TYPE;
-use super::{ffi, runtime};
-use crate::lease::Lease;
+use crate::module::guard::guard;
+use crate::module::{executor, ffi, server, timers};
 use redis_module::server_events::{LoadingSubevent, ServerRole};
-use redis_module::{Context, NotifyEvent, RedisString};
+use redis_module::{Context, NotifyEvent};
 use redis_module_macros::{
     config_changed_event_handler, cron_event_handler, loading_event_handler,
     role_changed_event_handler,
 };
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicI64, Ordering};
 
 #[role_changed_event_handler]
 fn on_role_changed(ctx: &Context, role: ServerRole) {
-    let _ = catch_unwind(AssertUnwindSafe(|| match role {
+    guard((), || match role {
         ServerRole::Primary => {
             // The old primary may have granted leases (or renewed them) in writes this node
             // never received: wait out the longest possible lease before granting anew.
-            runtime::start_grace(ctx, "promoted to primary");
-            runtime::rearm_all(ctx);
+            timers::start_grace(ctx, "promoted to primary");
+            executor::rearm_all(ctx);
         }
-        ServerRole::Replica => runtime::stop_all_timers(ctx),
-    }));
-}
-
-/// Server cron: the safety net for module timers, which Redis runs on the wall clock (see
-/// `runtime::on_cron`).
-#[cron_event_handler]
-fn on_cron(ctx: &Context, _hz: u64) {
-    let _ = catch_unwind(AssertUnwindSafe(|| runtime::on_cron(ctx)));
+        ServerRole::Replica => timers::stop_all(ctx),
+    })
 }
 
 #[loading_event_handler]
 fn on_loading(ctx: &Context, ev: LoadingSubevent) {
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        if ev == LoadingSubevent::Ended && runtime::is_primary(ctx) {
-            runtime::rearm_all(ctx);
+    guard((), || {
+        if ev == LoadingSubevent::Ended && server::is_primary(ctx) {
+            executor::rearm_all(ctx);
         }
-    }));
+    })
 }
 
 #[config_changed_event_handler]
 fn on_config_changed(ctx: &Context, names: &[&str]) {
-    let _ = catch_unwind(AssertUnwindSafe(|| {
+    guard((), || {
         if names.iter().any(|n| n.starts_with("lease.")) {
-            runtime::arm_grace_timer(ctx);
+            timers::arm_grace_timer(ctx);
         }
-    }));
+    })
 }
 
 /// Generic keyspace events: a held lease arriving under a new name (RENAME, COPY, RESTORE,
 /// MOVE) gets an expiry timer under that name.
 pub fn on_generic_event(ctx: &Context, _ev: NotifyEvent, event: &str, key: &[u8]) {
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        if !matches!(event, "rename_to" | "copy_to" | "restore" | "move_to")
-            || !runtime::is_primary(ctx)
+    guard((), || {
+        if matches!(event, "rename_to" | "copy_to" | "restore" | "move_to")
+            && server::is_primary(ctx)
         {
-            return;
+            executor::rearm_key(ctx, key);
         }
-        let name = RedisString::create_from_slice(ctx.ctx, key);
-        let handle = ctx.open_key(&name);
-        if let Ok(Some(lease)) = handle.get_value::<Lease>(&LEASE_TYPE) {
-            if let Some(deadline) = lease.deadline_mono_us() {
-                runtime::ensure_timer(ctx, ffi::selected_db(ctx.ctx), key, deadline, ffi::now());
-            }
-        }
-    }));
+    })
 }
 
 /// `SWAPDB` moves every lease of two databases at once; the expiry timers are keyed by
@@ -80,13 +65,13 @@ unsafe extern "C" fn on_swapdb(
     _subevent: u64,
     _data: *mut std::os::raw::c_void,
 ) {
-    let _ = catch_unwind(AssertUnwindSafe(|| {
+    guard((), || {
         let ctx = Context::new(ctx);
-        if runtime::is_primary(&ctx) {
-            runtime::stop_all_timers(&ctx);
-            runtime::rearm_all(&ctx);
+        if server::is_primary(&ctx) {
+            timers::stop_all(&ctx);
+            executor::rearm_all(&ctx);
         }
-    }));
+    })
 }
 
 /// Subscribes the events the crate's macros do not cover.
@@ -104,4 +89,54 @@ pub fn subscribe_raw_events(ctx: &Context) {
             }
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Cron safety net: Redis' module timers run on the WALL clock
+
+/// Wall-minus-monotonic offset seen at the previous cron tick (`i64::MIN`: none yet).
+static CLOCK_OFFSET_US: AtomicI64 = AtomicI64::new(i64::MIN);
+/// An offset change above this between two ticks (100 ms apart at the default hz) is a
+/// step of the wall clock, not NTP slewing (≤ 500 ppm = 50 µs per 100 ms).
+const STEP_US: i64 = 5_000;
+
+/// Runs on every server cron tick (`hz` times a second). Redis keys module timers on
+/// `ustime()`, the wall clock (module.c: `RM_CreateTimer` and `moduleTimerHandler`, Redis
+/// 7.0 through 8.x): when the server's wall clock steps back by an hour, every armed expiry
+/// timer fires an hour late. The lease itself stays correct (commands judge it on the
+/// monotonic clock), but the expiry's effects would not happen on time: blocked acquirers
+/// not woken, no `FREE` to replicas, no `lease.expired` event, and BLOCK waiters kept past
+/// the end of grace. The cron runs on Redis' monotonic event-loop timer, so here we
+/// (1) handle every timer whose monotonic fire time has passed, at most one tick late, and
+/// (2) after a detected wall step, re-arm every timer (and the grace timer) so that they
+/// fire on time again. In the normal case this finds nothing to do: the timer fired first
+/// and removed its entry.
+#[cron_event_handler]
+fn on_cron(ctx: &Context, _hz: u64) {
+    guard((), || {
+        let now = ffi::now();
+        // No reliable reading this tick: overdue timers below are still handled.
+        let (stepped, offset, last) = match ffi::wall_minus_mono_us() {
+            Some(offset) => {
+                let last = CLOCK_OFFSET_US.swap(offset, Ordering::Relaxed);
+                let stepped = last != i64::MIN && (offset - last).abs() > STEP_US;
+                (stepped, offset, last)
+            }
+            None => (false, 0, 0),
+        };
+        if stepped {
+            ctx.log_notice(&format!(
+                "lease: server wall clock stepped by {} ms; expiry timers re-armed (lease expiry follows the monotonic clock and is unaffected)",
+                (offset - last) / 1000
+            ));
+        }
+        for (db, key) in timers::take_due(ctx, now, stepped) {
+            executor::check_expiry(ctx, db, &key);
+        }
+        if timers::grace_timer_pending()
+            && (stepped || crate::module::node::grace_ms_left(now) == 0)
+        {
+            timers::end_or_rearm_grace(ctx);
+        }
+    })
 }

@@ -2,7 +2,8 @@
 //! .unwrap()` that would panic on client bytes containing NUL). Every function here is
 //! binary-safe: client bytes travel as (pointer, length) or as `RedisModuleString`s.
 
-use crate::lease::{Effect, Now};
+use crate::lease::engine::Event;
+use crate::lease::{Apply, Now};
 use redis_module::raw;
 use std::os::raw::{c_char, c_int, c_longlong};
 
@@ -65,7 +66,7 @@ macro_rules! call_with_effect {
         // c = C string, b = (char*, size_t), l = long long. Tokens < 2^53 and wall ms fit.
         unsafe {
             match $eff {
-                Effect::Hold {
+                Apply::Hold {
                     owner,
                     token,
                     expires_wall_ms,
@@ -82,7 +83,7 @@ macro_rules! call_with_effect {
                         *expires_wall_ms as c_longlong,
                     );
                 }
-                Effect::Free { token } => {
+                Apply::Free { token } => {
                     $f(
                         $target,
                         c"LEASE.APPLY".as_ptr(),
@@ -103,19 +104,17 @@ macro_rules! call_with_effect {
 pub fn replicate_effect(
     ctx: *mut raw::RedisModuleCtx,
     key: *mut raw::RedisModuleString,
-    eff: &Effect,
+    eff: &Apply,
 ) {
+    // SAFETY: reading a function pointer Redis filled in at module load.
     if let Some(replicate) = unsafe { raw::RedisModule_Replicate } {
         call_with_effect!(replicate, ctx, key, eff);
     }
 }
 
 /// The same effect written by AOF rewrite.
-pub fn emit_aof_effect(
-    io: *mut raw::RedisModuleIO,
-    key: *mut raw::RedisModuleString,
-    eff: &Effect,
-) {
+pub fn emit_aof_effect(io: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, eff: &Apply) {
+    // SAFETY: reading a function pointer Redis filled in at module load.
     if let Some(emit) = unsafe { raw::RedisModule_EmitAOF } {
         call_with_effect!(emit, io, key, eff);
     }
@@ -132,28 +131,25 @@ pub fn signal_ready(ctx: *mut raw::RedisModuleCtx, key: *mut raw::RedisModuleStr
     }
 }
 
-/// Keyspace notification of class `d` (module) with a static event name.
-pub fn notify(
-    ctx: *mut raw::RedisModuleCtx,
-    event: &'static [u8],
-    key: *mut raw::RedisModuleString,
-) {
-    // SAFETY: `event` is a NUL-terminated literal (checked by the callers' constants).
+/// Keyspace notification of class `d` (module).
+pub fn notify(ctx: *mut raw::RedisModuleCtx, event: Event, key: *mut raw::RedisModuleString) {
+    let name = match event {
+        Event::Acquired => c"lease.acquired",
+        Event::Released => c"lease.released",
+        Event::Expired => c"lease.expired",
+    };
+    // SAFETY: `name` is a NUL-terminated literal; ctx and key are valid for this call.
     unsafe {
         if let Some(f) = raw::RedisModule_NotifyKeyspaceEvent {
             f(
                 ctx,
                 raw::REDISMODULE_NOTIFY_MODULE as c_int,
-                event.as_ptr().cast::<c_char>(),
+                name.as_ptr(),
                 key,
             );
         }
     }
 }
-
-pub const EV_ACQUIRED: &[u8] = b"lease.acquired\0";
-pub const EV_RELEASED: &[u8] = b"lease.released\0";
-pub const EV_EXPIRED: &[u8] = b"lease.expired\0";
 
 /// Replicates the command as it was received (used for `LEASE.APPLY` on a replica so that
 /// the replica's own AOF records it; module commands are never propagated implicitly).

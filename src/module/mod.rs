@@ -1,12 +1,30 @@
-//! The Redis adapter: FFI, command handlers, data type, timers, events. Everything that
-//! decides lives in `crate::lease`.
+//! The Redis adapter. Everything that decides lives in `crate::lease` (the engine); this
+//! folder turns Redis calls into engine requests and carries out the effects.
+//!
+//! Layering (each file uses only those listed before it; `tests::use_lines_form_no_cycle`
+//! checks the whole crate):
+//! - `ffi`, `guard`, `config`, `counters`: raw calls, the panic guard, CONFIG atomics, INFO
+//!   counters.
+//! - `node`: this process' token watermark and grace start; `server`: questions to Redis.
+//! - `datatype` (RDB/AOF/DUMP callbacks) → `keys` (the one way to open a lease key).
+//! - `blocking` (BLOCKed acquirers) → `timers` (expiry and grace timers); `fenced` (the
+//!   command run by LEASE.FENCE); `table` (one row per command).
+//! - `executor`: the only code that interprets effects, and every callback's entry point.
+//! - `register` (commands and their COMMAND DOCS from the table), `events`, `info`.
 
 pub mod blocking;
-pub mod commands;
 pub mod config;
+pub mod counters;
 pub mod datatype;
-pub mod docs;
 pub mod events;
+pub mod executor;
+pub mod fenced;
 pub mod ffi;
+pub mod guard;
 pub mod info;
-pub mod runtime;
+pub mod keys;
+pub mod node;
+pub mod register;
+pub mod server;
+pub mod table;
+pub mod timers;

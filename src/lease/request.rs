@@ -1,0 +1,42 @@
+//! What a caller asks of the engine: one value per command (parsed by `args`) plus the
+//! requests that come from the module's own callbacks (timer, blocked-client retry, timeout,
+//! re-arm after load or promotion).
+
+use crate::lease::state::Apply;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// `LEASE.ACQUIRE key owner ttl [BLOCK timeout]`; `block` is `Some(timeout_ms)` with
+    /// BLOCK (0 = forever).
+    Acquire {
+        owner: &'a [u8],
+        ttl_ms: u64,
+        block: Option<u64>,
+    },
+    /// A BLOCKed acquirer retried because its key was signalled ready.
+    AcquireRetry { owner: &'a [u8], ttl_ms: u64 },
+    /// A BLOCKed acquirer's timeout passed.
+    BlockTimeout,
+    /// `LEASE.RENEW key owner token ttl`
+    Renew {
+        owner: &'a [u8],
+        token: u64,
+        ttl_ms: u64,
+    },
+    /// `LEASE.RELEASE key owner token`
+    Release { owner: &'a [u8], token: u64 },
+    /// `LEASE.FENCE key token [command arg ...]`; the inner command stays in the caller's
+    /// argument vector, the engine only needs to know whether there is one.
+    Fence { token: u64, with_command: bool },
+    /// `LEASE.GET key`
+    Get,
+    /// `LEASE.INFO key`
+    Info,
+    /// `LEASE.APPLY key HOLD owner token expires_wall_ms | FREE token`
+    Apply(Apply),
+    /// The key's expiry timer fired (or the cron found it overdue).
+    Expire,
+    /// A lease this process has not touched yet (loaded, promoted, renamed, SWAPDB): make
+    /// sure its expiry timer is armed.
+    Rearm,
+}

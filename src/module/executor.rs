@@ -1,0 +1,430 @@
+//! The executor: the only code that carries out the engine's effects, and the entry point of
+//! every callback Redis makes into the module's lease logic (commands, blocked-client
+//! callbacks, expiry timers, re-arming). Each runs inside `guard`, so nothing a client sends
+//! can unwind into Redis.
+//!
+//! One command, start to end: `command::<I>` → arity from `table::COMMANDS[I]` → its parser
+//! (`crate::lease::args`) → `run_on_key` opens the key (`keys`), calls
+//! `crate::lease::engine::handle`, stores what it says and closes the key → `execute` walks
+//! the effects in order → `reply`.
+
+use crate::lease::engine::{self, Call, Counter, Effect, Outcome, Reply, Store};
+use crate::lease::request::Request;
+use crate::lease::{LeaseError, Now};
+use crate::module::blocking::{self, Callbacks};
+use crate::module::guard::guard;
+use crate::module::keys::{self, LeaseKey, Mode};
+use crate::module::table::{Command, COMMANDS};
+use crate::module::timers::{self, TimerData};
+use crate::module::{counters, fenced, ffi, node, server};
+use redis_module::{raw, Context, ContextFlags, RedisError, RedisString, RedisValue};
+use std::os::raw::c_int;
+
+const OK: c_int = raw::REDISMODULE_OK as c_int;
+const ERR: c_int = raw::REDISMODULE_ERR as c_int;
+
+const BLOCK_CALLBACKS: Callbacks = Callbacks {
+    on_ready,
+    on_timeout,
+    free: free_waiter,
+};
+
+/// Command entry point registered for `COMMANDS[I]` (one monomorphic function per row, so
+/// no lookup by name at run time).
+pub extern "C" fn command<const I: usize>(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
+) -> c_int {
+    let context = Context::new(ctx);
+    let argv: &[*mut raw::RedisModuleString] = if argv.is_null() || argc <= 0 {
+        &[]
+    } else {
+        // SAFETY: Redis passes `argc` valid strings in `argv`, alive during the command.
+        unsafe { std::slice::from_raw_parts(argv, argc as usize) }
+    };
+    let spec = &COMMANDS[I];
+    guard(None, || Some(run_command(&context, spec, argv))).unwrap_or_else(|| {
+        // A bug, never expected: one error line instead of a crashed server.
+        context.reply(Err(RedisError::Str(
+            "ERR internal error in redis-lease (see server log)",
+        )));
+        OK
+    })
+}
+
+/// Up to this many arguments are viewed without a heap allocation (every command but a
+/// FENCE with a long inner command).
+const INLINE_ARGS: usize = 8;
+
+fn run_command(ctx: &Context, spec: &Command, argv: &[*mut raw::RedisModuleString]) -> c_int {
+    // Redis checks the arity declared through COMMAND INFO itself (7.0+); checked here as
+    // well, from the same table row, in case the metadata was refused.
+    if !spec.arity_ok(argv.len()) {
+        return reply(ctx, Reply::Error(spec.wrong_arity()));
+    }
+    let mut inline: [&[u8]; INLINE_ARGS] = [&[]; INLINE_ARGS];
+    let heap: Vec<&[u8]>;
+    let args: &[&[u8]] = if argv.len() <= INLINE_ARGS {
+        for (slot, &s) in inline.iter_mut().zip(argv) {
+            *slot = RedisString::string_as_slice(s);
+        }
+        &inline[..argv.len()]
+    } else {
+        heap = argv
+            .iter()
+            .map(|&s| RedisString::string_as_slice(s))
+            .collect();
+        &heap
+    };
+    let node = node::snapshot();
+    let req = match (spec.parse)(&args[2..], &node.config.limits()) {
+        Ok(r) => r,
+        Err(e) => return reply(ctx, Reply::Error(e)),
+    };
+    let call = call_context(ctx, &req);
+    let now = ffi::now();
+    let key = argv[1];
+    let mode = if spec.write { Mode::Write } else { Mode::Read };
+    let out = match run_on_key(ctx, key, mode, &node, now, call, &req) {
+        Ok(out) => out,
+        Err(e) => return reply(ctx, Reply::Error(e)),
+    };
+    execute(ctx, key, out.effects, now);
+    if out.reply == Reply::RunFenced {
+        // The key handle is closed (end of `run_on_key`) before the inner command runs: that
+        // command may touch the very same key.
+        return match fenced::run(ctx, key, &argv[3..]) {
+            Ok(()) => {
+                counters::bump(Counter::FenceOk);
+                OK
+            }
+            Err(e) => reply(ctx, Reply::Error(e)),
+        };
+    }
+    reply(ctx, out.reply)
+}
+
+/// Reads only the context flags a request needs (one FFI call, skipped on the hot paths).
+fn call_context(ctx: &Context, req: &Request<'_>) -> Call {
+    match req {
+        Request::Acquire { block: Some(_), .. } => Call {
+            can_block: !ctx
+                .get_flags()
+                .intersects(ContextFlags::MULTI | ContextFlags::LUA | ContextFlags::DENY_BLOCKING),
+            ..Call::default()
+        },
+        Request::Apply(_) => {
+            let flags = ctx.get_flags();
+            Call {
+                from_primary_or_loading: flags
+                    .intersects(ContextFlags::REPLICATED | ContextFlags::LOADING),
+                replicated: flags.contains(ContextFlags::REPLICATED),
+                ..Call::default()
+            }
+        }
+        _ => Call::default(),
+    }
+}
+
+/// Opens `key`, lets the engine decide, stores what it says and closes the key. WRONGTYPE
+/// (another type at the key) is the only error; it happens before any decision.
+fn run_on_key(
+    ctx: &Context,
+    key: *mut raw::RedisModuleString,
+    mode: Mode,
+    node: &crate::lease::node::Node,
+    now: Now,
+    call: Call,
+    req: &Request<'_>,
+) -> Result<Outcome, LeaseError> {
+    let mut handle = LeaseKey::open(ctx.ctx, key, mode);
+    let mut out = engine::handle(node, handle.lease()?, now, call, req);
+    if let Store::Create(lease) = std::mem::replace(&mut out.store, Store::Keep) {
+        handle.create(lease)?;
+    }
+    Ok(out)
+}
+
+/// Carries out the effects, in order, for `key` in the context's selected database.
+fn execute(ctx: &Context, key: *mut raw::RedisModuleString, effects: Vec<Effect>, now: Now) {
+    for e in effects {
+        match e {
+            Effect::Replicate(apply) => ffi::replicate_effect(ctx.ctx, key, &apply),
+            Effect::ReplicateVerbatim => ffi::replicate_verbatim(ctx.ctx),
+            Effect::Notify(event) => ffi::notify(ctx.ctx, event, key),
+            Effect::WakeWaiters => ffi::signal_ready(ctx.ctx, key),
+            Effect::ArmTimer { deadline_mono_us } => timers::ensure(
+                ctx,
+                ffi::selected_db(ctx.ctx),
+                RedisString::string_as_slice(key),
+                deadline_mono_us,
+                now,
+                on_expiry_timer,
+            ),
+            Effect::Block {
+                owner,
+                ttl_ms,
+                timeout_ms,
+            } => blocking::block(ctx, key, owner, ttl_ms, timeout_ms, &BLOCK_CALLBACKS),
+            Effect::Count(c) => counters::bump(c),
+            Effect::ObserveToken(t) => node::observe_token(t),
+        }
+    }
+}
+
+/// Sends the reply; returns the status a command function returns.
+fn reply(ctx: &Context, r: Reply) -> c_int {
+    let value = match r {
+        Reply::Int(i) => Ok(RedisValue::Integer(i)),
+        Reply::Null => Ok(RedisValue::Null),
+        Reply::Ok => Ok(RedisValue::SimpleStringStatic("OK")),
+        Reply::Error(e) => Err(RedisError::String(e.to_string())),
+        Reply::Holder {
+            owner,
+            token,
+            pttl_ms,
+        } => {
+            reply_fields(
+                ctx,
+                &[
+                    ("owner", Field::Bytes(&owner)),
+                    ("token", Field::Int(token as i64)),
+                    ("pttl", Field::Int(pttl_ms as i64)),
+                ],
+                true,
+            );
+            return OK;
+        }
+        Reply::Info {
+            holder,
+            last_token,
+            grants,
+        } => {
+            let h = holder.as_ref();
+            reply_fields(
+                ctx,
+                &[
+                    ("live", Field::Int(i64::from(h.is_some()))),
+                    ("owner", h.map_or(Field::Nil, |h| Field::Bytes(&h.0))),
+                    ("token", h.map_or(Field::Nil, |h| Field::Int(h.1 as i64))),
+                    ("pttl", h.map_or(Field::Nil, |h| Field::Int(h.2 as i64))),
+                    ("last_token", Field::Int(last_token as i64)),
+                    ("grants", Field::Int(grants as i64)),
+                ],
+                false,
+            );
+            return OK;
+        }
+        // Answered later (blocked) or by the inner command; internal requests have no client.
+        Reply::Blocked | Reply::RunFenced | Reply::Nothing => return OK,
+        Reply::StayBlocked => return ERR,
+    };
+    ctx.reply(value);
+    OK
+}
+
+enum Field<'a> {
+    Int(i64),
+    Bytes(&'a [u8]),
+    Nil,
+}
+
+/// Field/value pairs as a map under RESP3, as a flat array of values (`values_only`) or of
+/// pairs under RESP2.
+fn reply_fields(ctx: &Context, fields: &[(&'static str, Field<'_>)], values_only: bool) {
+    let map = ctx.get_flags().contains(ContextFlags::FLAGS_RESP3);
+    // SAFETY: plain reply calls on a valid ctx; strings passed with explicit lengths.
+    unsafe {
+        let n = fields.len() as std::os::raw::c_long;
+        if map {
+            raw::RedisModule_ReplyWithMap.map(|f| f(ctx.ctx, n));
+        } else {
+            let len = if values_only { n } else { 2 * n };
+            raw::RedisModule_ReplyWithArray.map(|f| f(ctx.ctx, len));
+        }
+        for (name, v) in fields {
+            if map || !values_only {
+                raw::RedisModule_ReplyWithStringBuffer
+                    .map(|f| f(ctx.ctx, name.as_ptr().cast(), name.len()));
+            }
+            match v {
+                Field::Int(i) => {
+                    raw::RedisModule_ReplyWithLongLong.map(|f| f(ctx.ctx, *i));
+                }
+                Field::Bytes(b) => {
+                    raw::RedisModule_ReplyWithStringBuffer
+                        .map(|f| f(ctx.ctx, b.as_ptr().cast(), b.len()));
+                }
+                Field::Nil => {
+                    raw::RedisModule_ReplyWithNull.map(|f| f(ctx.ctx));
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Blocked acquirers
+
+/// The key was signalled: retry the grant. ERR keeps the client blocked (still held by
+/// someone, or still in grace); OK means we replied.
+unsafe extern "C" fn on_ready(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    guard(ERR, || {
+        // SAFETY: Redis calls this for a client blocked by `blocking::block`.
+        let (w, key) = unsafe { (blocking::waiter(ctx), blocking::ready_key(ctx)) };
+        let Some(w) = w else { return ERR };
+        if key.is_null() {
+            return ERR;
+        }
+        let context = Context::new(ctx);
+        let call = Call {
+            replicas_ok: server::replicas_allow_write(&context),
+            ..Call::default()
+        };
+        let req = Request::AcquireRetry {
+            owner: &w.owner,
+            ttl_ms: w.ttl_ms,
+        };
+        let now = ffi::now();
+        match run_on_key(
+            &context,
+            key,
+            Mode::Write,
+            &node::snapshot(),
+            now,
+            call,
+            &req,
+        ) {
+            Ok(out) => {
+                execute(&context, key, out.effects, now);
+                reply(&context, out.reply)
+            }
+            Err(e) => reply(&context, Reply::Error(e)),
+        }
+    })
+}
+
+unsafe extern "C" fn on_timeout(
+    ctx: *mut raw::RedisModuleCtx,
+    _argv: *mut *mut raw::RedisModuleString,
+    _argc: c_int,
+) -> c_int {
+    guard(OK, || {
+        let context = Context::new(ctx);
+        let out = engine::handle(
+            &node::snapshot(),
+            None,
+            ffi::now(),
+            Call::default(),
+            &Request::BlockTimeout,
+        );
+        for e in out.effects {
+            if let Effect::Count(c) = e {
+                counters::bump(c);
+            }
+        }
+        reply(&context, out.reply)
+    })
+}
+
+unsafe extern "C" fn free_waiter(
+    _ctx: *mut raw::RedisModuleCtx,
+    privdata: *mut std::os::raw::c_void,
+) {
+    // SAFETY: Redis calls the free callback once per client blocked by `blocking::block`,
+    // with the private data given there.
+    guard((), || unsafe { blocking::take_waiter(privdata) })
+}
+
+// ---------------------------------------------------------------------------------------
+// Expiry
+
+fn on_expiry_timer(ctx: &Context, data: TimerData) {
+    guard((), || {
+        timers::fired(&data);
+        check_expiry(ctx, data.db, &data.key);
+    })
+}
+
+/// Frees the lease at `key` if its monotonic deadline has passed, else re-arms its timer.
+/// The caller has already forgotten the key's timer.
+pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8]) {
+    // Only the primary judges expiry; a replica waits for the primary's FREE effect.
+    let before = ffi::selected_db(ctx.ctx);
+    if !server::is_primary(ctx) || !ffi::select_db(ctx.ctx, db) {
+        return;
+    }
+    let now = ffi::now();
+    let key = ffi::string(ctx.ctx, key_name);
+    // Another type at the key (the lease was deleted and the name reused): nothing to do.
+    if let Ok(out) = run_on_key(
+        ctx,
+        key.inner,
+        Mode::Write,
+        &node::snapshot(),
+        now,
+        Call::default(),
+        &Request::Expire,
+    ) {
+        execute(ctx, key.inner, out.effects, now);
+    }
+    ffi::select_db(ctx.ctx, before);
+}
+
+/// A held lease arrived under a new name (RENAME, COPY, RESTORE, MOVE): arm its timer.
+pub fn rearm_key(ctx: &Context, key_name: &[u8]) {
+    let now = ffi::now();
+    let key = ffi::string(ctx.ctx, key_name);
+    if let Ok(out) = run_on_key(
+        ctx,
+        key.inner,
+        Mode::Read,
+        &node::snapshot(),
+        now,
+        Call::default(),
+        &Request::Rearm,
+    ) {
+        execute(ctx, key.inner, out.effects, now);
+    }
+}
+
+/// Arms a timer for every held lease in every database: after loading (RDB/AOF), on
+/// promotion and after SWAPDB, when leases exist that no command of this process has
+/// touched yet.
+pub fn rearm_all(ctx: &Context) {
+    let dbs = server::database_count(ctx);
+    let before = ffi::selected_db(ctx.ctx);
+    let now = ffi::now();
+    let node = node::snapshot();
+    let mut found = 0usize;
+    for db in 0..dbs {
+        if !ffi::select_db(ctx.ctx, db) {
+            continue;
+        }
+        // Decided during the scan, carried out after it (timers are not created while Redis
+        // iterates the keyspace for us).
+        let mut todo: Vec<(Vec<u8>, Vec<Effect>)> = vec![];
+        keys::scan_leases(ctx.ctx, &mut |name, lease| {
+            let out = engine::handle(&node, Some(lease), now, Call::default(), &Request::Rearm);
+            if !out.effects.is_empty() {
+                todo.push((name.to_vec(), out.effects));
+            }
+        });
+        for (name, effects) in todo {
+            let key = ffi::string(ctx.ctx, &name);
+            execute(ctx, key.inner, effects, now);
+            found += 1;
+        }
+    }
+    ffi::select_db(ctx.ctx, before);
+    if found > 0 {
+        ctx.log_notice(&format!(
+            "lease: expiry timers armed for {found} held lease(s)"
+        ));
+    }
+}

@@ -1,0 +1,47 @@
+//! Questions to Redis itself: role, `min-replicas-to-write`, numeric server settings.
+
+use redis_module::{Context, ContextFlags, RedisValue};
+
+pub fn is_primary(ctx: &Context) -> bool {
+    ctx.get_flags().contains(ContextFlags::MASTER)
+}
+
+pub fn database_count(ctx: &Context) -> i32 {
+    config_u64(ctx, "databases")
+        .and_then(|n| i32::try_from(n).ok())
+        .unwrap_or(16)
+}
+
+/// A numeric server setting, via `CONFIG GET name` -> ["name", "value"].
+fn config_u64(ctx: &Context, name: &str) -> Option<u64> {
+    match ctx.call("CONFIG", &["GET", name]) {
+        Ok(RedisValue::Array(v)) => v.get(1).and_then(|x| match x {
+            RedisValue::SimpleString(s) => s.parse().ok(),
+            RedisValue::BulkString(s) => s.parse().ok(),
+            RedisValue::BulkRedisString(s) => s.to_string_lossy().parse().ok(),
+            RedisValue::StringBuffer(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
+            _ => None,
+        }),
+        _ => None,
+    }
+}
+
+/// Does `min-replicas-to-write` allow a write right now? Redis checks it when a `write`
+/// command arrives, but not when a blocked module client is served later; a BLOCKed
+/// acquirer admitted while the replicas were up must not be granted after they went away
+/// (that grant would exist on no replica, exactly what the setting is there to stop).
+/// `INFO replication` carries `min_slaves_good_slaves` only while the setting is active, so
+/// the common case (not configured) costs one INFO section and no CONFIG call.
+pub fn replicas_allow_write(ctx: &Context) -> bool {
+    if !is_primary(ctx) {
+        return true;
+    }
+    let Some(good) = ctx
+        .server_info("replication")
+        .field("min_slaves_good_slaves")
+        .and_then(|v| v.to_string_lossy().trim().parse::<u64>().ok())
+    else {
+        return true;
+    };
+    good >= config_u64(ctx, "min-replicas-to-write").unwrap_or(0)
+}

@@ -1,0 +1,346 @@
+//! Compatibility with the build before the engine redesign (commit 9f3d1d5): an RDB it wrote
+//! loads to the same leases, and the replication stream a primary sends is byte-for-byte what
+//! that build sent (modulo tokens and wall-clock instants, which depend on when it runs).
+//!
+//! With `REDIS_LEASE_OLD_MODULE=/path/to/old/libredis_lease.so` two more tests run a
+//! replica on the old build under a primary on this one and the other way round; without it
+//! they return at once (building the old commit costs a full compile, so it is opt-in):
+//!   git worktree add /tmp/old 9f3d1d5 && (cd /tmp/old && cargo build -p redis-lease)
+//!   REDIS_LEASE_OLD_MODULE=/tmp/old/target/debug/libredis_lease.so cargo test -p redis-lease --test compat
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// Facts printed by tests/data/make-rdb-fixture.sh when the fixture was written.
+const TIME_BEFORE_MS: u64 = 1_796_104_148_393;
+const TIME_AFTER_MS: u64 = 1_796_104_148_839;
+const LONG_TTL_MS: u64 = 2_147_483_647;
+
+/// (db, key, owner while held, token, grants); owner `None` = saved free.
+type Fixture = (i64, &'static str, Option<&'static [u8]>, u64, u64);
+const FIXTURE: &[Fixture] = &[
+    (0, "held", Some(b"holder-1"), 1_796_104_148_412_000, 1),
+    (0, "released", None, 1_796_104_148_425_000, 1),
+    (0, "expired", None, 1_796_104_148_517_000, 1),
+    (0, "regranted", Some(b"second"), 1_796_104_148_661_000, 2),
+    (
+        0,
+        "binary",
+        Some(b"own\x00\xff\r\nx"),
+        1_796_104_148_742_000,
+        1,
+    ),
+    (3, "other", Some(b"db3-owner"), 1_796_104_148_769_000, 1),
+];
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Would catch: any change of the RDB encoding (field order, widths, the held flag), of the
+/// type name or version, or of how a loaded absolute expiry becomes a local deadline.
+#[test]
+fn rdb_written_by_the_previous_build_loads_to_the_same_leases() {
+    let s = RedisServer::start(ServerOptions::default());
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/main-9f3d1d5.rdb");
+    std::fs::copy(fixture, s.dir().join("dump.rdb")).expect("copy fixture");
+    let mut c = s.connection();
+    let _: () = redis::cmd("DEBUG")
+        .arg("RELOAD")
+        .arg("NOSAVE")
+        .query(&mut c)
+        .expect("DEBUG RELOAD NOSAVE of the fixture");
+    let plain: String = redis::cmd("GET").arg("plain").query(&mut c).expect("get");
+    assert_eq!(plain, "value");
+    let now = wall_ms();
+    for &(db, key, owner, token, grants) in FIXTURE {
+        let _: () = redis::cmd("SELECT").arg(db).query(&mut c).expect("select");
+        let info: Vec<redis::Value> = redis::cmd("LEASE.INFO")
+            .arg(key)
+            .query(&mut c)
+            .expect("lease.info");
+        let int = |i: usize| -> i64 { redis::from_redis_value(info[i].clone()).expect("int") };
+        assert_eq!(int(9) as u64, token, "{key}: last_token");
+        assert_eq!(int(11) as u64, grants, "{key}: grants");
+        let Some(owner) = owner else {
+            assert_eq!(int(1), 0, "{key}: saved free, loads free");
+            continue;
+        };
+        // Held with a ~24.8-day lease at save time: live until then, free (same token
+        // history) afterwards. Within a minute of the boundary nothing is asserted about
+        // liveness.
+        let earliest_end = TIME_BEFORE_MS + LONG_TTL_MS;
+        let latest_end = TIME_AFTER_MS + LONG_TTL_MS;
+        if now + 60_000 < earliest_end {
+            let (o, t, pttl) = get(&mut c, key).unwrap_or_else(|| panic!("{key}: not live"));
+            assert_eq!((o.as_slice(), t), (owner, token), "{key}");
+            assert!(
+                pttl + now >= earliest_end - 2_000 && pttl + now <= latest_end + 2_000,
+                "{key}: pttl {pttl} at {now}"
+            );
+        } else if now > latest_end + 60_000 {
+            assert_eq!(get(&mut c, key), None, "{key}: lapsed while on disk");
+        }
+    }
+    // A loaded lease keeps issuing above its history.
+    let _: () = redis::cmd("SELECT").arg(0).query(&mut c).expect("select");
+    let t = acquire(&mut c, "released", "new-owner", 1000).expect("grant");
+    assert!(t > FIXTURE[1].3);
+}
+
+// ---------------------------------------------------------------------------------------
+// The replication stream, read as a replica would: `PSYNC ? -1`, skip the RDB, parse RESP.
+
+fn read_line(r: &mut BufReader<TcpStream>) -> Vec<u8> {
+    let mut line = Vec::new();
+    r.read_until(b'\n', &mut line).expect("read line");
+    while matches!(line.last(), Some(b'\n' | b'\r')) {
+        line.pop();
+    }
+    line
+}
+
+fn read_command(r: &mut BufReader<TcpStream>) -> Vec<Vec<u8>> {
+    let head = read_line(r);
+    let n: usize = std::str::from_utf8(&head[1..])
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an array header: {head:?}"));
+    (0..n)
+        .map(|_| {
+            let h = read_line(r);
+            let len: usize = std::str::from_utf8(&h[1..])
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("not a bulk header: {h:?}"));
+            let mut buf = vec![0u8; len + 2];
+            r.read_exact(&mut buf).expect("bulk");
+            buf.truncate(len);
+            buf
+        })
+        .collect()
+}
+
+struct FakeReplica(BufReader<TcpStream>);
+
+impl FakeReplica {
+    fn attach(primary: &RedisServer) -> FakeReplica {
+        let mut s = TcpStream::connect(("127.0.0.1", primary.port)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        // No `REPLCONF capa eof`: the primary sends a disk-based RDB with a length prefix.
+        s.write_all(b"PSYNC ? -1\r\n").expect("psync");
+        let mut r = BufReader::new(s);
+        let full = read_line(&mut r);
+        assert!(full.starts_with(b"+FULLRESYNC"), "{full:?}");
+        let len = loop {
+            let l = read_line(&mut r);
+            if l.is_empty() {
+                continue; // keep-alive newlines while the RDB is written
+            }
+            assert_eq!(l[0], b'$', "{l:?}");
+            break std::str::from_utf8(&l[1..])
+                .ok()
+                .and_then(|s| s.parse::<usize>().ok())
+                .expect("rdb length");
+        };
+        let mut rdb = vec![0u8; len];
+        r.read_exact(&mut rdb).expect("rdb");
+        FakeReplica(r)
+    }
+
+    /// Commands up to (not including) `SET <end_key> ...`, without PINGs.
+    fn until(&mut self, end_key: &[u8]) -> Vec<Vec<Vec<u8>>> {
+        let mut out = vec![];
+        loop {
+            let c = read_command(&mut self.0);
+            if c[0].eq_ignore_ascii_case(b"PING") {
+                continue;
+            }
+            if c[0].eq_ignore_ascii_case(b"SET") && c.get(1).map(Vec::as_slice) == Some(end_key) {
+                return out;
+            }
+            out.push(c);
+        }
+    }
+}
+
+/// Tokens become T1, T2, ... in order of first appearance and wall instants become W, so
+/// two runs at different times compare equal; everything else is kept byte for byte.
+fn normalize(cmds: &[Vec<Vec<u8>>]) -> Vec<String> {
+    let mut tokens: Vec<Vec<u8>> = vec![];
+    let mut tok = |t: &[u8]| {
+        let i = tokens.iter().position(|x| x == t).unwrap_or_else(|| {
+            tokens.push(t.to_vec());
+            tokens.len() - 1
+        });
+        format!("T{}", i + 1)
+    };
+    cmds.iter()
+        .map(|c| {
+            let apply = c[0].eq_ignore_ascii_case(b"LEASE.APPLY");
+            let kind = c.get(2).map(|k| k.to_ascii_uppercase());
+            let words: Vec<String> = c
+                .iter()
+                .enumerate()
+                .map(|(i, a)| match (apply, kind.as_deref(), i) {
+                    (true, Some(b"HOLD"), 4) | (true, Some(b"FREE"), 3) => tok(a),
+                    (true, Some(b"HOLD"), 5) => "W".to_string(),
+                    _ => a.escape_ascii().to_string(),
+                })
+                .collect();
+            words.join(" ")
+        })
+        .collect()
+}
+
+/// What the build at 9f3d1d5 sent for the sequence below (recorded with
+/// `REDIS_LEASE_MODULE=<old .so> COMPAT_PRINT=1 cargo test --test compat stream`).
+const EXPECTED_STREAM: &[&str] = &[
+    "SELECT 0",
+    "LEASE.APPLY k HOLD alpha T1 W",
+    "LEASE.APPLY k HOLD alpha T1 W",
+    "LEASE.APPLY k HOLD alpha T1 W",
+    "LEASE.APPLY k FREE T1",
+    "LEASE.APPLY k HOLD beta T2 W",
+    "LEASE.APPLY k FREE T2",
+    "LEASE.APPLY b HOLD o\\x00\\xff\\r\\n T3 W",
+    "SET fenced v",
+    "LEASE.APPLY k HOLD gamma T4 W",
+    "LEASE.APPLY k FREE T4",
+    "LEASE.APPLY k HOLD delta T5 W",
+];
+
+/// Would catch: an effect replicated in another form, order or grouping (MULTI/EXEC), an
+/// effect that is no longer replicated (or replicated by a command that changed nothing),
+/// a different encoding of a binary owner.
+#[test]
+fn replication_stream_is_byte_for_byte_the_previous_builds() {
+    let p = RedisServer::start(primary_opts(&["lease.grace-ms", "0"]));
+    let mut fake = FakeReplica::attach(&p);
+    let mut c = p.connection();
+    let t1 = acquire(&mut c, "k", "alpha", 5000).expect("grant");
+    assert_eq!(acquire(&mut c, "k", "alpha", 9000), Some(t1)); // refresh
+    assert_eq!(renew(&mut c, "k", "alpha", t1, 7000), 1);
+    assert_eq!(renew(&mut c, "k", "alpha", t1 + 1, 7000), 0); // nothing replicated
+    assert_eq!(acquire(&mut c, "k", "other", 7000), None); // busy: nothing replicated
+    assert_eq!(release(&mut c, "k", "alpha", t1), 1);
+    assert_eq!(release(&mut c, "k", "alpha", t1), 0);
+    // Expiry found by the timer.
+    acquire(&mut c, "k", "beta", 50).expect("grant");
+    wait_for(Duration::from_secs(5), || {
+        (info_field(&mut c, "expired") == 1).then_some(())
+    })
+    .expect("timer expiry");
+    // Binary owner, then a fenced write.
+    let owner: &[u8] = b"o\x00\xff\r\n";
+    let t3: u64 = redis::cmd("LEASE.ACQUIRE")
+        .arg("b")
+        .arg(owner)
+        .arg(1000)
+        .query(&mut c)
+        .expect("binary grant");
+    let _: () = redis::cmd("LEASE.FENCE")
+        .arg("b")
+        .arg(t3)
+        .arg("SET")
+        .arg("fenced")
+        .arg("v")
+        .query(&mut c)
+        .expect("fenced set");
+    let e = err_of(&mut c, &["LEASE.FENCE", "b", &(t3 + 1).to_string()]);
+    assert!(e.starts_with("FENCED"), "{e}");
+    // Hand-over to a blocked acquirer.
+    let t4 = acquire(&mut c, "k", "gamma", 10_000).expect("grant");
+    let port = p.port;
+    let waiter = std::thread::spawn(move || {
+        let mut w = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|c| c.get_connection())
+            .expect("waiter connection");
+        acquire_blocking(&mut w, "k", "delta", 1000, 5000)
+    });
+    wait_for(Duration::from_secs(5), || {
+        (info_field(&mut c, "blocked_clients") == 1).then_some(())
+    })
+    .expect("waiter blocked");
+    assert_eq!(release(&mut c, "k", "gamma", t4), 1);
+    assert!(waiter.join().expect("waiter").is_some());
+    let _: () = redis::cmd("SET")
+        .arg("end")
+        .arg(1)
+        .query(&mut c)
+        .expect("set");
+
+    let got = normalize(&fake.until(b"end"));
+    if std::env::var_os("COMPAT_PRINT").is_some() {
+        for l in &got {
+            println!("    {l:?},");
+        }
+    }
+    assert_eq!(got, EXPECTED_STREAM);
+}
+
+// ---------------------------------------------------------------------------------------
+// Mixed versions (opt-in, see the module doc).
+
+fn old_module() -> Option<String> {
+    std::env::var("REDIS_LEASE_OLD_MODULE").ok()
+}
+
+fn opts_with_module(so: &str, extra: &[&str]) -> ServerOptions {
+    let mut o = ServerOptions::default()
+        .extra_args(&["--loadmodule", so, "lease.grace-ms", "0"])
+        .extra_args(extra);
+    o.load_module = false;
+    o
+}
+
+fn mixed_pair(primary_so: &str, replica_so: &str) {
+    let p = RedisServer::start(opts_with_module(
+        primary_so,
+        &["--repl-diskless-sync-delay", "0"],
+    ));
+    let port = p.port.to_string();
+    let r = RedisServer::start(opts_with_module(
+        replica_so,
+        &["--replicaof", "127.0.0.1", &port],
+    ));
+    wait_link_up(&p, &r);
+    let (mut pc, mut rc) = (p.connection(), r.connection());
+    let t = acquire(&mut pc, "k", "a", 5000).expect("grant");
+    assert_eq!(renew(&mut pc, "k", "a", t, 6000), 1);
+    acquire(&mut pc, "x", "short", 50).expect("grant");
+    wait_for(Duration::from_secs(5), || {
+        (info_field(&mut pc, "expired") == 1).then_some(())
+    })
+    .expect("expiry");
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    for key in ["k", "x"] {
+        assert_eq!(digest(&mut pc, key), digest(&mut rc, key), "{key}");
+        assert_eq!(lease_info(&mut pc, key), lease_info(&mut rc, key), "{key}");
+    }
+    assert_eq!(release(&mut pc, "k", "a", t), 1);
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    assert_eq!(lease_info(&mut pc, "k"), lease_info(&mut rc, "k"));
+    assert_eq!(get(&mut rc, "k"), None);
+}
+
+#[test]
+fn old_replica_follows_new_primary() {
+    let Some(old) = old_module() else { return };
+    let new = testsupport::module_path();
+    mixed_pair(&new.to_string_lossy(), &old);
+}
+
+#[test]
+fn new_replica_follows_old_primary() {
+    let Some(old) = old_module() else { return };
+    let new = testsupport::module_path();
+    mixed_pair(&old, &new.to_string_lossy());
+}
