@@ -126,12 +126,16 @@ export type Outcome<T> =
 export function classifyThrown(e: unknown): { failure: Failure; message: string; dropConnection: boolean } {
   const message = e instanceof Error ? e.message : String(e);
   if (e instanceof ProtocolError) {
-    return { failure: { kind: "protocol", graceUs: null }, message, dropConnection: false };
+    // A reply we do not understand: we cannot be sure what else is in flight on it.
+    return { failure: { kind: "protocol", graceUs: null }, message, dropConnection: true };
   }
   if (e instanceof Error && e.name === "ReplyError") {
-    // The server answered with an error line: classified by its first word; the connection
-    // is fine (the reply was consumed in order).
-    return { failure: classifyServerError(message), message, dropConnection: false };
+    // The server answered with an error line: classified by its first word; the connection is
+    // in order (the reply was consumed in sequence). Except READONLY: we are talking to a
+    // replica (failover, stale address); a new connection rediscovers the primary (Sentinel
+    // asks the sentinels again, Cluster reloads its slots).
+    const failure = classifyServerError(message);
+    return { failure, message, dropConnection: failure.kind === "readonly" };
   }
   // Everything else (refused, reset, closed, "Stream isn't writeable", cluster refresh
   // failures, MaxRetriesPerRequestError): the link is broken or unusable.

@@ -43,12 +43,17 @@ test("thrown errors: server replies by code, everything else is a broken connect
   const grace = classifyThrown(new ReplyError("GRACE 2345 ms left: this server started recently"));
   assert.deepEqual(grace.failure, { kind: "grace", graceUs: 2_345_000 });
   assert.equal(grace.dropConnection, false);
-  assert.equal(classifyThrown(new ReplyError("READONLY You can't write against a read only replica.")).failure.kind, "readonly");
+  const ro = classifyThrown(new ReplyError("READONLY You can't write against a read only replica."));
+  assert.equal(ro.failure.kind, "readonly");
+  assert.equal(ro.dropConnection, true, "a replica's connection is replaced (rediscovery)");
+  assert.equal(classifyThrown(new ReplyError("LOADING Redis is loading")).dropConnection, false);
   assert.equal(classifyThrown(new ReplyError("ERR ttl exceeds lease.max-ttl (30000 ms)")).failure.kind, "rejected");
   const closed = classifyThrown(new Error("Connection is closed."));
   assert.deepEqual(closed.failure, { kind: "connection", graceUs: null });
   assert.equal(closed.dropConnection, true);
-  assert.equal(classifyThrown(new ProtocolError("LEASE.RENEW replied 2")).failure.kind, "protocol");
+  const proto = classifyThrown(new ProtocolError("LEASE.RENEW replied 2"));
+  assert.equal(proto.failure.kind, "protocol");
+  assert.equal(proto.dropConnection, true);
 });
 
 test("the connection settings that keep ioredis from sending lease commands behind the loop's back", () => {
