@@ -56,6 +56,7 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         l.max_owner_len
     ));
     module::docs::register(ctx);
+    module::acl::register(ctx);
     events::subscribe_raw_events(ctx);
     runtime::start_grace(ctx, "server start");
     Status::Ok

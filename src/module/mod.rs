@@ -1,6 +1,7 @@
 //! The Redis adapter: FFI, command handlers, data type, timers, events. Everything that
 //! decides lives in `crate::lease`.
 
+pub mod acl;
 pub mod blocking;
 pub mod commands;
 pub mod config;
