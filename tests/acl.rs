@@ -108,6 +108,19 @@ fn elector_user_runs_the_election_commands_and_nothing_else() {
     denied(&mut e, &["MULTI"]);
     // The lease is intact after all of that.
     assert_eq!(get(&mut admin, "leases:a").map(|g| g.1), Some(t2));
+    // What the recipe does not stop (docs/security.md §1): the owner id is not a secret, so
+    // an elector user can read another holder's owner and token and release its lease.
+    let other = acquire(&mut admin, "leases:other", "someone-else", 30000).unwrap();
+    let (owner, token, _) = get(&mut e, "leases:other").unwrap();
+    assert_eq!(token, other);
+    let owner = String::from_utf8(owner).unwrap();
+    assert_eq!(
+        run(
+            &mut e,
+            &["LEASE.RELEASE", "leases:other", &owner, &token.to_string()]
+        ),
+        redis::Value::Int(1)
+    );
 }
 
 /// Would catch: a reader recipe that can change a lease.

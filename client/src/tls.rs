@@ -176,6 +176,17 @@ mod tests {
             e.contains("cannot read TLS CA certificate file /nonexistent/ca.pem"),
             "{e}"
         );
+        let dir = tempfile::tempdir().unwrap();
+        let not_pem = dir.path().join("ca.der");
+        std::fs::write(&not_pem, [0x30u8, 0x82, 0x01]).unwrap();
+        let der = ConnectOptions {
+            ca_cert_file: Some(not_pem),
+            ..Default::default()
+        };
+        let e = redis_client("rediss://127.0.0.1/", &der)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("holds no PEM certificate"), "{e}");
         let dbg = format!(
             "{:?}",
             ConnectOptions {
