@@ -63,6 +63,8 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         c.grace_ms(),
         l.max_owner_len
     ));
+    // ACL categories (also from the table), where the server has the API (7.2+).
+    module::acl::register(ctx);
     events::subscribe_raw_events(ctx);
     timers::start_grace(ctx, "server start");
     Status::Ok

@@ -58,11 +58,13 @@ pub mod decide;
 mod elector;
 mod error;
 mod metrics;
+mod tls;
 mod transport;
 
 pub use config::{default_owner, ElectorConfig};
 pub use elector::{Elector, ElectorHandle, LeaderContext, Leadership, RunOutcome};
 pub use error::{CommandError, ErrorKind, LeaseError};
 pub use metrics::Metrics;
+pub use tls::ConnectOptions;
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{LeaseInfo, RedisTransport, Replicated, Transport, WaitFor};

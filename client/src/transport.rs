@@ -103,6 +103,20 @@ impl RedisTransport {
         })
     }
 
+    /// Like [`RedisTransport::new`], with TLS files and credentials (see [`crate::ConnectOptions`]).
+    pub fn with_options(
+        redis_url: &str,
+        opts: &crate::tls::ConnectOptions,
+        connect_timeout: Duration,
+    ) -> Result<Self, LeaseError> {
+        Ok(RedisTransport {
+            client: crate::tls::redis_client(redis_url, opts)?,
+            conn: None,
+            connect_timeout,
+            in_flight: false,
+        })
+    }
+
     async fn conn(&mut self) -> Result<MultiplexedConnection, CommandError> {
         if self.in_flight {
             self.conn = None;

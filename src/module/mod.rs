@@ -12,6 +12,7 @@
 //! - `executor`: the only code that interprets effects, and every callback's entry point.
 //! - `register` (commands and their COMMAND DOCS from the table), `events`, `info`.
 
+pub mod acl;
 pub mod blocking;
 pub mod config;
 pub mod counters;

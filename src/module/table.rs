@@ -58,6 +58,12 @@ pub struct Command {
     pub args: &'static [ArgDoc],
     /// Parses everything after the key.
     pub parse: Parser,
+    /// Standard ACL categories (Redis 7.2+; `acl.rs` registers them where the server can).
+    /// `fast` only where the command is O(1) and never blocks; `blocking` where it can block.
+    pub acl_categories: &'static std::ffi::CStr,
+    /// Whether the command joins the custom `@lease` category (every client command; not the
+    /// internal `LEASE.APPLY`).
+    pub acl_lease: bool,
 }
 
 impl Command {
@@ -99,6 +105,8 @@ pub static COMMANDS: [Command; COUNT] = [
             },
         ],
         parse: args::acquire_request,
+        acl_categories: c"write slow blocking",
+        acl_lease: true,
     },
     // RENEW and RELEASE are not declared deny-oom: they allocate nothing, and refusing them
     // under memory pressure would depose a healthy leader or delay a hand-over. (Redis 7.0
@@ -114,6 +122,8 @@ pub static COMMANDS: [Command; COUNT] = [
         summary: c"Extends the live lease held by owner+token to now+ttl; 1 renewed, 0 not held.",
         args: &[KEY, OWNER, TOKEN, TTL],
         parse: args::renew_request,
+        acl_categories: c"write fast",
+        acl_lease: true,
     },
     Command {
         name: "lease.release",
@@ -126,6 +136,8 @@ pub static COMMANDS: [Command; COUNT] = [
         summary: c"Frees the live lease held by owner+token and wakes blocked acquirers; 1 released, 0 not held.",
         args: &[KEY, OWNER, TOKEN],
         parse: args::release_request,
+        acl_categories: c"write fast",
+        acl_lease: true,
     },
     Command {
         name: "lease.fence",
@@ -150,6 +162,8 @@ pub static COMMANDS: [Command; COUNT] = [
             },
         ],
         parse: args::fence_request,
+        acl_categories: c"write slow",
+        acl_lease: true,
     },
     Command {
         name: "lease.get",
@@ -162,6 +176,8 @@ pub static COMMANDS: [Command; COUNT] = [
         summary: c"The live lease as [owner, token, pttl], or nil.",
         args: &[KEY],
         parse: args::get_request,
+        acl_categories: c"read fast",
+        acl_lease: true,
     },
     Command {
         name: "lease.info",
@@ -174,6 +190,8 @@ pub static COMMANDS: [Command; COUNT] = [
         summary: c"Lease fields: live, owner, token, pttl, last_token, grants.",
         args: &[KEY],
         parse: args::info_request,
+        acl_categories: c"read fast",
+        acl_lease: true,
     },
     // The shortest effect is `FREE token`: 4 arguments with the command name and key.
     Command {
@@ -193,6 +211,8 @@ pub static COMMANDS: [Command; COUNT] = [
             },
         ],
         parse: args::apply_request,
+        acl_categories: c"write admin dangerous slow",
+        acl_lease: false,
     },
 ];
 

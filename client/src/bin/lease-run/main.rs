@@ -2,18 +2,22 @@
 //! `etcdctl lock`, without their known failures). See `--help` and docs/operations.md.
 
 mod http;
+mod security;
 mod sys;
 mod watchdog;
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
 use nix::sys::signal::Signal;
-use redis_lease_client::{Elector, ElectorConfig, LeaderContext, Leadership, RunOutcome};
+use redis_lease_client::{
+    Elector, ElectorConfig, LeaderContext, Leadership, RedisTransport, RunOutcome,
+};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Notify;
@@ -49,6 +53,23 @@ struct Cli {
     /// Redis URL.
     #[arg(long, env = "LEASE_REDIS", default_value = "redis://127.0.0.1:6379/")]
     redis: String,
+    /// PEM CA certificate(s) that sign the server's certificate (rediss:// URLs)
+    /// [default: the system trust store].
+    #[arg(long, env = "LEASE_TLS_CA_CERT_FILE")]
+    tls_ca_cert_file: Option<PathBuf>,
+    /// PEM client certificate for mutual TLS (with --tls-key-file).
+    #[arg(long, env = "LEASE_TLS_CERT_FILE", requires = "tls_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, env = "LEASE_TLS_KEY_FILE", requires = "tls_cert_file")]
+    tls_key_file: Option<PathBuf>,
+    /// ACL user name (instead of in the URL).
+    #[arg(long, env = "LEASE_REDIS_USERNAME")]
+    redis_username: Option<String>,
+    /// File holding the Redis password (one line). Or set LEASE_REDIS_PASSWORD. Never on the
+    /// command line; a password in the URL works but shows in `ps`.
+    #[arg(long, env = "LEASE_REDIS_PASSWORD_FILE")]
+    redis_password_file: Option<PathBuf>,
     /// Lease key.
     #[arg(long)]
     key: String,
@@ -223,7 +244,21 @@ async fn run(cli: Cli) -> i32 {
             .kill_after
             .unwrap_or(cfg.stop_budget.saturating_sub(kill_margin)),
     };
-    let mut elector = match Elector::new(cfg) {
+    let opts = security::connect_options(security::Flags {
+        ca_cert_file: cli.tls_ca_cert_file.clone(),
+        cert_file: cli.tls_cert_file.clone(),
+        key_file: cli.tls_key_file.clone(),
+        username: cli.redis_username.clone(),
+        password_file: cli.redis_password_file.clone(),
+    });
+    // Same connect timeout as `Elector::new`.
+    let connect_timeout = cfg.op_timeout.max(Duration::from_millis(100));
+    let elector = opts
+        .and_then(|o| {
+            RedisTransport::with_options(&cli.redis, &o, connect_timeout).map_err(|e| e.to_string())
+        })
+        .and_then(|t| Elector::with_transport(cfg, t).map_err(|e| e.to_string()));
+    let mut elector = match elector {
         Ok(e) => e,
         Err(e) => {
             eprintln!("lease-run: {e}");
@@ -385,6 +420,8 @@ async fn leader_task(
             .env("LEASE_TOKEN", ctx.token().to_string())
             .env("LEASE_KEY", ctx.key())
             .env("LEASE_OWNER", ctx.owner())
+            // The elector's secret is not CMD's business (CMD gets its own if it needs Redis).
+            .env_remove(security::PASSWORD_ENV)
             .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
                 theirs,
             )))
