@@ -452,14 +452,17 @@ public final class LeaderElector implements AutoCloseable {
         } else {
             log.info("stepping down key={} owner={} token={} reason={}", key, owner, token, reason.label());
         }
+        boolean overran = false;
         if (!taskDone.isDone()) {
             // The task was told at deadline - stop_budget; it has until the deadline.
             try {
                 Transport.await(taskDone, deadline, null);
             } catch (TimeoutException e) {
+                overran = true;
                 metrics.taskOverrun();
-                log.error("leader task still running at the local deadline (it ignores cancellation); abandoned "
-                        + "key={} owner={} token={}", key, owner, token);
+                log.error("leader task still running at the local deadline (it ignores its stop signal and the "
+                        + "interrupt); not releasing: the lease ends on the server's expiry key={} owner={} token={}",
+                        key, owner, token);
             } catch (ExecutionException | Transport.Aborted e) {
                 // ended
             }
@@ -470,7 +473,10 @@ public final class LeaderElector implements AutoCloseable {
         }
         // R13: release only now, after the task stopped: the next leader must not start while
         // our task still works. Not after renew_rejected: the server said it is not ours.
-        if (Decide.releaseAfter(reason)) {
+        // R13: a Java thread cannot be stopped by force. If it still runs, do NOT release: the
+        // lease then ends on the server's own expiry (a little after our deadline), which is as
+        // long as the overrunning task can be kept from overlapping a successor.
+        if (Decide.releaseAfter(reason) && !overran) {
             release(token);
         }
         try {

@@ -238,4 +238,48 @@ class ElectorTest {
             }
         }
     }
+
+    @Test
+    @Timeout(60)
+    void taskIgnoringItsStopSignalOverrunsAndTheLeaseIsNotReleased() throws Exception {
+        try (RedisServer r = RedisServer.start()) {
+            java.util.concurrent.atomic.AtomicBoolean finish = new java.util.concurrent.atomic.AtomicBoolean();
+            CompletableFuture<LeaderContext> granted = new CompletableFuture<>();
+            CompletableFuture<StepDownReason> revoked = new CompletableFuture<>();
+            Candidate stubborn = new Candidate() {
+                @Override
+                public void onGranted(LeaderContext ctx) {
+                    granted.complete(ctx);
+                    while (!finish.get()) { // ignores the future and swallows the interrupt
+                        try {
+                            Thread.sleep(5);
+                        } catch (InterruptedException e) {
+                            // ignored on purpose
+                        }
+                    }
+                }
+
+                @Override
+                public void onRevoked(StepDownReason reason) {
+                    revoked.complete(reason);
+                }
+            };
+            RecordingMetrics m = new RecordingMetrics();
+            LeaderElector e = elector(r, "overrun", stubborn).metrics(m).build().start();
+            try {
+                LeaderContext ctx = granted.get(10, TimeUnit.SECONDS);
+                CompletableFuture<Void> done = e.resign();
+                assertEquals(StepDownReason.RESIGNED, revoked.get(10, TimeUnit.SECONDS));
+                done.get(10, TimeUnit.SECONDS);
+                long at = System.nanoTime();
+                assertTrue(at - ctx.deadline() >= 0, "waited for the task until the deadline");
+                assertEquals(1, m.count("overrun"));
+                // R13: not released; the lease is still ours on the server until it expires.
+                String held = r.command("LEASE.GET", "overrun");
+                assertTrue(held.startsWith(e.owner() + " " + ctx.token()), held);
+            } finally {
+                finish.set(true);
+            }
+        }
+    }
 }
