@@ -604,15 +604,18 @@ export class Elector extends EventEmitter {
 
     // The task was told at the stop point; give it until the deadline.
     while (!task_.state.done && nowUs() < deadline) await this.sleepUntil(deadline);
-    if (!task_.state.done) {
-      // A JS task cannot be killed: count and log it. The lease is released (or expires) all the
-      // same; from here on only fencing protects the resource from this task.
+    const overrun = !task_.state.done;
+    if (overrun) {
+      // A JS task cannot be killed: count and log it. Protocol R13: do not RELEASE for a task
+      // we cannot stop; the lease then ends on the server's own expiry (ttl*drift + margin after
+      // our deadline), which keeps a successor out as long as it can. Past that only fencing
+      // protects the resource from this task.
       this.metrics.taskOverrun();
-      this.log.error("leader task still running at the local deadline (it ignores lease.signal)", f);
+      this.log.error("leader task still running at the local deadline (it ignores lease.signal); not releasing", f);
     }
     // Why release only now: the lease must stay ours until our task has stopped, otherwise the
     // next leader could start while we still work.
-    if (decide.releaseAfter(reason)) await this.release(token);
+    if (!overrun && decide.releaseAfter(reason)) await this.release(token);
     const s = task_.state;
     if (reason === "task_exited" && s.done) {
       return s.ok ? { kind: "finished", value: s.value } : { kind: "failed", error: s.error };

@@ -5,6 +5,7 @@ import { Registry } from "prom-client";
 import { Redis } from "ioredis";
 import { Elector, LeaseClient, withLeadership, type Lease, type Logger } from "../src/index.js";
 import { PromMetrics } from "../src/prometheus.js";
+import { noMetrics } from "../src/metrics.js";
 import { RedisServer, serverSkipReason, sleep, waitFor } from "./support.js";
 
 const skip = serverSkipReason();
@@ -125,6 +126,29 @@ describe("elector against redis-server", { skip: skip ?? false }, () => {
     assert.equal(outcome.kind, "task_finished");
     assert.ok(outcome.kind === "task_finished" && outcome.value > 0);
     assert.match(await server.command("LEASE.GET", key), /^[*_]-1|^\$-1|^_/);
+  });
+
+  test("a task that ignores its signal is not released for (protocol R13): the lease ends on the server's expiry", async () => {
+    const key = newKey();
+    let overruns = 0;
+    const metrics = { ...noMetrics, taskOverrun: (): void => void overruns++ };
+    // drift 0.3: the local deadline is ~300 ms before the server's expiry, room to look.
+    const e = elector({ redis: server.url, key, ttlMs: 1000, drift: 0.3, logger: quiet, metrics });
+    let started!: () => void;
+    const leading = new Promise<void>((r) => (started = r));
+    let stopTask = false;
+    const run = e.run(async () => {
+      started();
+      while (!stopTask) await sleep(20); // ignores lease.signal on purpose
+    });
+    await leading;
+    await e.resign();
+    const outcome = await run;
+    const reply = await server.command("LEASE.GET", key);
+    stopTask = true;
+    assert.equal(outcome.kind, "resigned");
+    assert.equal(overruns, 1, "overrun counted once");
+    assert.ok(reply.includes(e.owner), `lease must still be held (not released) right after the deadline: ${reply}`);
   });
 
   test("a task that throws: run() rejects with its error after releasing", async () => {
