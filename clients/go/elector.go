@@ -424,14 +424,18 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 		t := time.NewTimer(wait)
 		select {
 		case end = <-done:
+			taskFinished = true
 		case <-t.C:
 			// A goroutine cannot be killed: it keeps running, unfenced work included.
 			e.m.TaskOverrun()
-			e.log.Error("OnStartedLeading still running at the local deadline; it ignores its context", "token", token, "reason", string(reason))
+			e.log.Error("OnStartedLeading still running at the local deadline; it ignores its context; not releasing", "token", token, "reason", string(reason))
 		}
 		t.Stop()
 	}
-	if releaseAfter(reason) {
+	// Protocol R13: no RELEASE for a task that is still running (it cannot be stopped by
+	// force); the lease then ends on the server's own expiry, a little after our deadline,
+	// which keeps a successor out as long as anything can.
+	if taskFinished && releaseAfter(reason) {
 		e.releaseToken(token)
 	}
 	if cb := e.cfg.Callbacks.OnStoppedLeading; cb != nil {

@@ -381,3 +381,47 @@ func measured(t testing.TB, format string, a ...any) {
 		fmt.Fprintln(f, line)
 	}
 }
+
+// Protocol R13: a task that ignores its context past the deadline cannot be stopped by force,
+// so the lease is not released; it ends on the server's own expiry. Fails if the elector
+// releases after an overrun (the lease would be gone right after Run returns).
+func TestOverrunningTaskIsNotReleasedFor(t *testing.T) {
+	s := startServer(t)
+	c := s.client(t)
+	m := newCountingMetrics()
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{}, 1)
+	// Drift 0.3: the local deadline comes ~300 ms before the server's expiry, room to look.
+	cfg := Config{Client: c, Key: "k:overrun", TTL: time.Second, Drift: 0.3, Owner: "ov-" + DefaultOwner(),
+		Logger: testLogger(t, "ov"), Metrics: m}
+	cfg.Callbacks.OnStartedLeading = func(context.Context, int64) {
+		started <- struct{}{}
+		<-release // ignores its context on purpose
+	}
+	e, err := NewElector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("never led")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after the deadline")
+	}
+	owner := leaseOwner(t, c, "k:overrun")
+	if n := m.get("overrun"); n != 1 {
+		t.Fatalf("overrun counted %d times, want 1", n)
+	}
+	if owner != cfg.Owner {
+		t.Fatalf("right after the deadline the lease is held by %q, want %q (not released)", owner, cfg.Owner)
+	}
+}
