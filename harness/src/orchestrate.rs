@@ -144,9 +144,11 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         ));
     }
     if faults.iter().any(|f| f == "split-brain") && min_replicas_max_lag.is_none() {
-        return Err("split-brain needs --min-replicas-max-lag (the old primary must stop \
+        return Err(
+            "split-brain needs --min-replicas-max-lag (the old primary must stop \
                     accepting writes once it lost its replicas)"
-            .into());
+                .into(),
+        );
     }
     if !(1..=50).contains(&electors) || runs == 0 || seconds < 5 || ttl_ms < 100 {
         return Err("need 1..=50 electors, runs >= 1, seconds >= 5, ttl-ms >= 100".into());
@@ -677,7 +679,13 @@ impl Run<'_> {
     async fn sentinel_failover(&mut self, t0: u64) -> Result<(), String> {
         let kind = "sentinel-failover";
         let Some(p) = self.sentinel.as_ref().and_then(|t| t.primary_index()) else {
-            self.fault(kind, t0, "primary", String::new(), Some("no primary".into()));
+            self.fault(
+                kind,
+                t0,
+                "primary",
+                String::new(),
+                Some("no primary".into()),
+            );
             return Ok(());
         };
         let lose_grant = self.rng.bool();
@@ -774,7 +782,13 @@ impl Run<'_> {
             return Ok(());
         };
         let Some((replica, link)) = self.replica.take() else {
-            self.fault(kind, t0, "primary", String::new(), Some("no replica".into()));
+            self.fault(
+                kind,
+                t0,
+                "primary",
+                String::new(),
+                Some("no replica".into()),
+            );
             return Ok(());
         };
         let lead_id = self.slots[lead]
@@ -1019,14 +1033,8 @@ impl Run<'_> {
                 // A fresh replica for the next failover.
                 let name = self.new_server_name();
                 let primary_addr = self.primary()?.addr();
-                self.replica = start_replica(
-                    &name,
-                    &self.dir,
-                    self.cfg,
-                    self.faketime,
-                    primary_addr,
-                )
-                .await?;
+                self.replica =
+                    start_replica(&name, &self.dir, self.cfg, self.faketime, primary_addr).await?;
             }
             "sentinel-failover" => {
                 self.sentinel_failover(t).await?;

@@ -67,7 +67,10 @@ fn sentinel_failover_campaign_has_no_violations() {
     assert_eq!(code, Some(0));
     // Leadership came back after every crash, through Sentinel, on the promoted node.
     let n = field(&summary, "sentinel_failover_n").unwrap_or(0.0);
-    assert!(n >= 1.0, "no measured recovery after a primary crash: {summary}");
+    assert!(
+        n >= 1.0,
+        "no measured recovery after a primary crash: {summary}"
+    );
     // Not before the grace period could have ended (1000 ms after a promotion that comes
     // after the crash), and within a generous bound on a busy machine.
     let p50 = field(&summary, "sentinel_failover_p50_ms").unwrap_or(0.0);
