@@ -1,18 +1,37 @@
-# redis-server with the redis-lease module built and loaded (for users; CI only validates
-# docker-compose.yml, no Docker engine runs there).
+# redis-lease image: Debian bookworm's Redis 7.0 (the server the whole test suite runs on;
+# CI runs the module suite on Redis 8.2.3 and Valkey 9.1.2 too) with the module built in,
+# plus `lease-run` and Debian's redis-sentinel. One image serves every role of
+# docker-compose.yml: data node (`redis-server ... --loadmodule ...`), Sentinel
+# (`redis-sentinel ...`) and elector (`lease-run ...` as the container's entrypoint).
+# CI validates docker-compose.yml with `docker-compose config` only (no Docker engine there).
+
+# --- build: the module (cdylib) and lease-run, release ---
 FROM rust:1-bookworm AS build
-RUN apt-get update && apt-get install -y --no-install-recommends libclang-dev && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends libclang-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY testsupport ./testsupport
 COPY client ./client
 COPY harness ./harness
-RUN cargo build --release -p redis-lease
+RUN cargo build --release --locked -p redis-lease -p redis-lease-client --bin lease-run
 
-FROM redis:7.2-bookworm
+# --- runtime: the same Debian release and Redis package the tests use ---
+FROM debian:bookworm-slim
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends redis-server redis-sentinel redis-tools ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && mkdir -p /usr/local/lib/redis /data \
+    && chown redis:redis /data
 COPY --from=build /src/target/release/libredis_lease.so /usr/local/lib/redis/libredis_lease.so
-EXPOSE 6379
-# Module arguments (or `lease.*` lines in a redis.conf) set lease.max-ttl, lease.grace-ms,
-# lease.max-owner-len.
-CMD ["redis-server", "--loadmodule", "/usr/local/lib/redis/libredis_lease.so", "--appendonly", "yes", "--appendfsync", "always"]
+COPY --from=build /src/target/release/lease-run /usr/local/bin/lease-run
+WORKDIR /data
+USER redis
+EXPOSE 6379 26379
+# Module arguments (or `loadmodule ... lease.max-ttl N lease.grace-ms M` in a redis.conf) set
+# lease.max-ttl, lease.grace-ms, lease.max-owner-len. After every start the module grants no
+# new lease for lease.grace-ms (default = lease.max-ttl): see docs/deploy.md.
+CMD ["redis-server", "--bind", "0.0.0.0", "--protected-mode", "no", "--dir", "/data", \
+     "--loadmodule", "/usr/local/lib/redis/libredis_lease.so", \
+     "--appendonly", "yes", "--appendfsync", "always"]

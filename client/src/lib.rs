@@ -58,6 +58,7 @@ pub mod decide;
 mod elector;
 mod error;
 mod metrics;
+pub mod sentinel;
 mod tls;
 mod transport;
 

@@ -86,12 +86,22 @@ pub struct RedisTransport {
     /// next call sees it still set and reconnects: a late reply (say, a grant from a BLOCK we
     /// gave up on) must never be read as the reply to a later command.
     in_flight: bool,
+    /// `redis+sentinel://` URL: `client` is re-resolved through Sentinel on every connect
+    /// (crate::sentinel).
+    sentinel: Option<crate::sentinel::SentinelAddr>,
 }
 
 use crate::decide::wire_ms as ms;
 
 impl RedisTransport {
     pub fn new(redis_url: &str, connect_timeout: Duration) -> Result<Self, LeaseError> {
+        let sentinel = crate::sentinel::SentinelAddr::parse(redis_url)
+            .map_err(|e| LeaseError::Config(format!("invalid sentinel url: {e}")))?;
+        // With Sentinel, this placeholder (the first Sentinel) is replaced before any use.
+        let redis_url = match &sentinel {
+            Some(s) => format!("redis://{}/", s.sentinels[0]),
+            None => redis_url.to_string(),
+        };
         let client = redis::Client::open(redis_url)
             // Not echoing the URL: it may carry a password.
             .map_err(|e| LeaseError::Config(format!("invalid redis url: {e}")))?;
@@ -100,6 +110,7 @@ impl RedisTransport {
             conn: None,
             connect_timeout,
             in_flight: false,
+            sentinel,
         })
     }
 
@@ -109,11 +120,25 @@ impl RedisTransport {
         opts: &crate::tls::ConnectOptions,
         connect_timeout: Duration,
     ) -> Result<Self, LeaseError> {
+        let sentinel = crate::sentinel::SentinelAddr::parse(redis_url)
+            .map_err(|e| LeaseError::Config(format!("invalid sentinel url: {e}")))?;
+        if sentinel.is_some() {
+            // Not yet: the data nodes found through Sentinel would need the same TLS files and
+            // credentials, and Sentinel itself its own (docs/security.md says so).
+            if opts.has_tls_files() || opts.username.is_some() || opts.password.is_some() {
+                return Err(LeaseError::Config(
+                    "TLS files and separate credentials are not supported with Sentinel addressing yet"
+                        .into(),
+                ));
+            }
+            return RedisTransport::new(redis_url, connect_timeout);
+        }
         Ok(RedisTransport {
             client: crate::tls::redis_client(redis_url, opts)?,
             conn: None,
             connect_timeout,
             in_flight: false,
+            sentinel: None,
         })
     }
 
@@ -124,6 +149,9 @@ impl RedisTransport {
         }
         if let Some(c) = &self.conn {
             return Ok(c.clone());
+        }
+        if let Some(s) = self.sentinel.as_mut() {
+            self.client = s.resolve(self.connect_timeout).await?;
         }
         // No response timeout from the crate: callers bound every call themselves (BLOCK
         // replies legitimately take up to the block timeout).
@@ -138,8 +166,26 @@ impl RedisTransport {
         Ok(c)
     }
 
-    /// Run one command; on connection-level failure forget the connection.
+    /// Run one command; on connection-level failure forget the connection. Follows up to two
+    /// Cluster `MOVED` redirections (crate::sentinel).
     async fn query(&mut self, cmd: &redis::Cmd) -> Result<Value, CommandError> {
+        let mut redirects = 0;
+        loop {
+            match self.query_once(cmd).await {
+                Err(e) if redirects < 2 => match crate::sentinel::moved_target(&e, &self.client) {
+                    Some(c) => {
+                        self.client = c;
+                        self.conn = None;
+                        redirects += 1;
+                    }
+                    None => return Err(e),
+                },
+                r => return r,
+            }
+        }
+    }
+
+    async fn query_once(&mut self, cmd: &redis::Cmd) -> Result<Value, CommandError> {
         let mut c = self.conn().await?;
         self.in_flight = true;
         let r = cmd.query_async::<Value>(&mut c).await;
@@ -159,6 +205,11 @@ impl RedisTransport {
                 Err(e)
             }
         }
+        .inspect_err(|e| {
+            if self.sentinel.is_some() && crate::sentinel::means_rediscover(e) {
+                self.conn = None;
+            }
+        })
     }
 
     async fn wait(&mut self, w: WaitFor) -> Result<u32, CommandError> {

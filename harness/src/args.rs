@@ -41,12 +41,21 @@ impl Args {
         Ok(out)
     }
 
+    /// A single-valued option, taken as is (no comma split: a `redis+sentinel://` URL lists
+    /// its Sentinels with commas).
     pub fn value(&mut self, name: &str) -> Result<Option<String>, String> {
-        let mut v = self.values(name)?;
-        if v.len() > 1 {
+        let mut out = vec![];
+        while let Some(i) = self.rest.iter().position(|a| a == name) {
+            if i + 1 >= self.rest.len() {
+                return Err(format!("{name} needs a value"));
+            }
+            out.push(self.rest.remove(i + 1));
+            self.rest.remove(i);
+        }
+        if out.len() > 1 {
             return Err(format!("{name} given more than once"));
         }
-        Ok(v.pop())
+        Ok(out.pop())
     }
 
     pub fn parsed<T: std::str::FromStr>(&mut self, name: &str, default: T) -> Result<T, String> {

@@ -417,6 +417,13 @@ fn liveness(data: &RunData, reigns: &[Reign], rep: &mut RunReport) {
                     }
                 }
             }
+            "sentinel-failover" => {
+                // Leaderless time after a primary crash under Sentinel: from the kill -9 (the
+                // fault's time) to the next grant, on whichever node Sentinel promoted.
+                if let Some(g) = next_grant(*t, horizon) {
+                    push("sentinel_failover", *t, g);
+                }
+            }
             "restart" | "restart-aof" | "failover" => {
                 if let Some(&up) = ups.iter().find(|u| **u >= *t && **u < horizon) {
                     if let Some(g) = next_grant(up, horizon) {
@@ -537,7 +544,13 @@ impl Summary {
     /// `runs=… violations=… crash_failover_p50_ms=… …`
     pub fn line(&self) -> String {
         let mut s = format!("runs={} violations={}", self.runs, self.violations);
-        for cat in ["crash_failover", "loss_failover", "handover", "redis_back"] {
+        for cat in [
+            "crash_failover",
+            "loss_failover",
+            "handover",
+            "redis_back",
+            "sentinel_failover",
+        ] {
             let l = self.latencies.get(cat).map(|v| v.as_slice()).unwrap_or(&[]);
             match (
                 percentile(l, 50.0),

@@ -19,6 +19,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::Duration;
+use testsupport::sentinel::{SentinelOptions, SentinelTopology};
+use testsupport::{RedisServer, ServerOptions};
 use tokio::time::{sleep, Instant};
 
 /// Fault kinds; `none` (quiet periods only) is accepted too.
@@ -34,6 +36,16 @@ pub const FAULTS: &[&str] = &[
     "failover",
     "clock-jump",
 ];
+
+/// Faults of `--topology sentinel` (its default set). Electors find the primary through
+/// Sentinel and connect to it directly, without a per-elector proxy (see
+/// `docs/deploy.md`), so the network faults of the proxy do not exist there.
+pub const SENTINEL_FAULTS: &[&str] = &["kill", "pause", "resign", "sentinel-failover"];
+
+/// Opt-in faults, never drawn by default: `split-brain` (replica topology, needs
+/// `--min-replicas-max-lag`) is the grace-sizing experiment and is *meant* to show a double
+/// leader when grace is below max TTL + replication lag.
+pub const OPT_IN_FAULTS: &[&str] = &["split-brain"];
 
 const KEY: &str = "chaos:leader";
 
@@ -56,6 +68,14 @@ pub struct Config {
     /// `--elector-cmd`: run this program (split on whitespace) for every elector slot instead
     /// of our own `elector` subcommand (docs/conformance.md).
     pub elector_cmd: Option<Vec<String>>,
+    /// `--topology sentinel`: 3 Sentinels, a primary and 2 replicas; electors address the
+    /// primary through Sentinel (`redis+sentinel://`).
+    pub sentinel: bool,
+    /// `--down-after-ms` (Sentinel's down-after-milliseconds).
+    pub down_after_ms: u64,
+    /// `--min-replicas-max-lag S`: every data node runs with `min-replicas-to-write 1` and
+    /// `min-replicas-max-lag S`.
+    pub min_replicas_max_lag: Option<u64>,
 }
 
 pub fn main(mut args: Args) -> Result<ExitCode, String> {
@@ -86,22 +106,49 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
             Some(words)
         }
     };
+    let sentinel = match args.value("--topology")?.as_deref() {
+        None | Some("replica") => false,
+        Some("sentinel") => true,
+        Some(t) => return Err(format!("unknown --topology {t} (replica, sentinel)")),
+    };
+    let down_after_ms = args.parsed("--down-after-ms", 1000u64)?;
+    let min_replicas_max_lag = match args.value("--min-replicas-max-lag")? {
+        None => None,
+        Some(v) => Some(
+            v.parse::<u64>()
+                .map_err(|_| format!("--min-replicas-max-lag: cannot parse {v:?}"))?,
+        ),
+    };
     let module = match args.value("--module")? {
         Some(m) => PathBuf::from(m),
         None => default_module()?,
     };
     args.done()?;
+    let known: Vec<&str> = if sentinel {
+        SENTINEL_FAULTS.to_vec()
+    } else {
+        FAULTS.iter().chain(OPT_IN_FAULTS).copied().collect()
+    };
     if faults.is_empty() {
-        faults = FAULTS.iter().map(|s| s.to_string()).collect();
+        let default = if sentinel { SENTINEL_FAULTS } else { FAULTS };
+        faults = default.iter().map(|s| s.to_string()).collect();
     }
     if let Some(bad) = faults
         .iter()
-        .find(|f| f.as_str() != "none" && !FAULTS.contains(&f.as_str()))
+        .find(|f| f.as_str() != "none" && !known.contains(&f.as_str()))
     {
         return Err(format!(
-            "unknown fault {bad}; known: {} none",
-            FAULTS.join(" ")
+            "fault {bad} is not available in the {} topology; known there: {} none",
+            if sentinel { "sentinel" } else { "replica" },
+            known.join(" ")
         ));
+    }
+    if faults.iter().any(|f| f == "split-brain") && min_replicas_max_lag.is_none() {
+        return Err(
+            "split-brain needs --min-replicas-max-lag (the old primary must stop \
+                    accepting writes once it lost its replicas)"
+                .into(),
+        );
     }
     if !(1..=50).contains(&electors) || runs == 0 || seconds < 5 || ttl_ms < 100 {
         return Err("need 1..=50 electors, runs >= 1, seconds >= 5, ttl-ms >= 100".into());
@@ -146,6 +193,9 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         server_bin: std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into()),
         faketime_server,
         elector_cmd,
+        sentinel,
+        down_after_ms,
+        min_replicas_max_lag,
     };
     std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
     // Absolute: redis-server resolves --dir and --logfile after changing directory.
@@ -153,7 +203,15 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     cfg.out = std::fs::canonicalize(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
     let cfg = cfg;
     println!(
-        "chaos: runs={} electors={} seconds={} ttl_ms={} grace_ms={} seed={} faults={} mode={} fence={} out={}",
+        "chaos: topology={} runs={} electors={} seconds={} ttl_ms={} grace_ms={} seed={} faults={} mode={} fence={} out={}",
+        if cfg.sentinel {
+            format!("sentinel(down_after_ms={})", cfg.down_after_ms)
+        } else {
+            match cfg.min_replicas_max_lag {
+                Some(l) => format!("replica(min_replicas_max_lag={l})"),
+                None => "replica".into(),
+            }
+        },
         cfg.runs,
         cfg.electors,
         cfg.seconds,
@@ -274,28 +332,40 @@ fn signal(pid: u32, sig: i32) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Redis servers
+// Redis servers: the one `testsupport::RedisServer` guard (shared with every test), in a
+// folder kept under the run's folder, plus what only the harness asks of a server.
 
 struct Server {
     name: String,
-    port: u16,
-    dir: PathBuf,
-    bin: String,
-    module: PathBuf,
-    grace_ms: u64,
-    replica_of: Option<u16>,
-    /// (libfaketime control file, libfaketime.so) when this server runs under libfaketime.
-    faketime: Option<(PathBuf, PathBuf)>,
-    child: Option<Child>,
+    srv: RedisServer,
+    /// libfaketime's control file when this server runs under libfaketime.
+    faketime: Option<PathBuf>,
 }
 
-fn free_port() -> Result<u16, String> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
+/// Options of every data node: the module with the run's grace, AOF `everysec`, a kept
+/// folder, SIGKILL when the harness dies, and `min-replicas-*` when asked for.
+fn data_options(cfg: &Config, dir: &Path) -> ServerOptions {
+    let mut o = ServerOptions::default()
+        .module(&cfg.module)
+        .grace_ms(cfg.grace_ms)
+        .extra_args(&["--appendonly", "yes", "--appendfsync", "everysec"])
+        .extra_args(&["--repl-diskless-sync-delay", "0"])
+        .dir(dir)
+        .die_with_parent();
+    if let Some(lag) = cfg.min_replicas_max_lag {
+        o = o.extra_args(&[
+            "--min-replicas-to-write",
+            "1",
+            "--min-replicas-max-lag",
+            &lag.to_string(),
+        ]);
+    }
+    o
 }
 
 impl Server {
-    fn new(
+    /// Start server `name` (folder `redis-<name>` of the run), on a free port.
+    fn start(
         name: &str,
         run_dir: &Path,
         cfg: &Config,
@@ -304,159 +374,40 @@ impl Server {
     ) -> Result<Server, String> {
         let dir = run_dir.join(format!("redis-{name}"));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let mut opts = data_options(cfg, &dir).replica_of(replica_of);
         let (bin, faketime) = match (&cfg.faketime_server, faketime) {
             (Some((b, lib)), true) => {
                 let f = dir.join("faketime.rc");
                 std::fs::write(&f, "+0\n").map_err(|e| e.to_string())?;
-                (b.display().to_string(), Some((f, lib.clone())))
+                opts = opts.faketime(lib, &f);
+                (b.display().to_string(), Some(f))
             }
             _ => (cfg.server_bin.clone(), None),
         };
+        let srv = RedisServer::try_start_with(Some(bin), opts)
+            .map_err(|e| format!("redis {name}: {e}"))?;
         Ok(Server {
             name: name.into(),
-            port: free_port()?,
-            dir,
-            bin,
-            module: cfg.module.clone(),
-            grace_ms: cfg.grace_ms,
-            replica_of,
+            srv,
             faketime,
-            child: None,
         })
     }
 
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
     fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
+        self.srv.addr()
     }
 
     fn log(&self) -> String {
-        let s = std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default();
-        let lines: Vec<&str> = s.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    }
-
-    /// Start on a fresh port: retries when another process took the port we probed (other
-    /// test suites share this machine).
-    async fn start_fresh(&mut self) -> Result<(), String> {
-        let mut last = String::new();
-        for _ in 0..3 {
-            match self.start().await {
-                Ok(()) => return Ok(()),
-                Err(e) if e.contains("Address already in use") => {
-                    last = e;
-                    self.port = free_port()?;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last)
-    }
-
-    async fn start(&mut self) -> Result<(), String> {
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .args([
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--daemonize",
-                "no",
-                "--protected-mode",
-                "no",
-            ])
-            .args(["--appendonly", "yes", "--appendfsync", "everysec"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .arg("--logfile")
-            .arg(self.dir.join("redis.log"))
-            .arg("--loadmodule")
-            .arg(&self.module)
-            .args(["lease.grace-ms", &self.grace_ms.to_string()]);
-        if let Some(p) = self.replica_of {
-            cmd.args(["--replicaof", "127.0.0.1", &p.to_string()]);
-        }
-        die_with_parent(&mut cmd);
-        if let Some((f, lib)) = &self.faketime {
-            // LD_PRELOAD directly (the `faketime` wrapper forks and would orphan the server);
-            // the monotonic clock stays real: only the wall clock jumps.
-            cmd.env("LD_PRELOAD", lib)
-                .env("FAKETIME_TIMESTAMP_FILE", f)
-                .env("FAKETIME_NO_CACHE", "1")
-                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
-        }
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        self.child = Some(
-            cmd.spawn()
-                .map_err(|e| format!("spawn {}: {e}", self.bin))?,
-        );
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(c) = self.child.as_mut() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    self.child = None;
-                    return Err(format!(
-                        "redis {} exited ({st}) at start; log:\n{}",
-                        self.name,
-                        self.log()
-                    ));
-                }
-            }
-            if self.query_string(&["PING"]).is_ok() {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "redis {} not answering after 10 s; log:\n{}",
-                    self.name,
-                    self.log()
-                ));
-            }
-            sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    fn connection(&self) -> redis::RedisResult<redis::Connection> {
-        let c = redis::Client::open(self.url())?;
-        let con = c.get_connection_with_timeout(Duration::from_millis(300))?;
-        con.set_read_timeout(Some(Duration::from_millis(500)))?;
-        con.set_write_timeout(Some(Duration::from_millis(500)))?;
-        Ok(con)
+        self.srv.log_tail(30)
     }
 
     fn query_string(&self, args: &[&str]) -> redis::RedisResult<String> {
-        let mut con = self.connection()?;
-        let mut cmd = redis::cmd(args[0]);
-        for a in &args[1..] {
-            cmd.arg(*a);
-        }
-        cmd.query(&mut con)
+        self.srv.query(args)
     }
 
     /// Owner of the live lease, if any.
     fn lease_owner(&self) -> Option<String> {
-        let mut con = self.connection().ok()?;
-        let v: redis::Value = redis::cmd("LEASE.GET").arg(KEY).query(&mut con).ok()?;
-        match v {
-            redis::Value::Array(items) => match items.first() {
-                Some(redis::Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
-                _ => None,
-            },
-            redis::Value::Map(kv) => kv.iter().find_map(|(k, v)| match (k, v) {
-                (redis::Value::BulkString(k), redis::Value::BulkString(v)) if k == b"owner" => {
-                    Some(String::from_utf8_lossy(v).into_owned())
-                }
-                _ => None,
-            }),
-            _ => None,
-        }
+        lease_owner(&self.srv)
     }
 
     async fn wait_replica_link(&self) -> bool {
@@ -473,25 +424,38 @@ impl Server {
     }
 
     fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            signal(c.id(), libc::SIGCONT);
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.srv.kill();
     }
 
     /// Remove persistence files (restart "without persistence").
     fn wipe(&self) {
-        let _ = std::fs::remove_dir_all(self.dir.join("appendonlydir"));
-        let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
+        self.srv.wipe();
+    }
+
+    /// Start again, same port, folder and options.
+    fn restart(&mut self) -> Result<(), String> {
+        let opts = self.srv.opts.clone();
+        self.srv
+            .try_restart_with(opts)
+            .map_err(|e| format!("redis {}: {e}", self.name))
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill9();
-        // Keep the log, drop the data (200 runs of AOF add up).
-        self.wipe();
+/// Owner of the live lease on `srv`, if any.
+fn lease_owner(srv: &RedisServer) -> Option<String> {
+    let v: redis::Value = srv.query(&["LEASE.GET", KEY]).ok()?;
+    match v {
+        redis::Value::Array(items) => match items.first() {
+            Some(redis::Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+            _ => None,
+        },
+        redis::Value::Map(kv) => kv.iter().find_map(|(k, v)| match (k, v) {
+            (redis::Value::BulkString(k), redis::Value::BulkString(v)) if k == b"owner" => {
+                Some(String::from_utf8_lossy(v).into_owned())
+            }
+            _ => None,
+        }),
+        _ => None,
     }
 }
 
@@ -571,7 +535,8 @@ fn spawn_resource(dir: &Path, fence: bool) -> Result<(Proc, String), String> {
 struct Slot {
     incarnation: u32,
     proc: Option<Proc>,
-    proxy: Proxy,
+    /// The elector's fault proxy (replica topology; none under Sentinel).
+    proxy: Option<Proxy>,
 }
 
 struct Run<'a> {
@@ -581,7 +546,10 @@ struct Run<'a> {
     rng: fastrand::Rng,
     resource_addr: String,
     slots: Vec<Slot>,
-    primary: Server,
+    /// Replica topology: the primary (None under Sentinel).
+    primary: Option<Server>,
+    /// Sentinel topology.
+    sentinel: Option<SentinelTopology>,
     /// The replica and the proxy its replication link goes through (so that a failover can
     /// cut the link: freezing the replica process is not enough, the kernel would still
     /// buffer the stream for it and it would apply it after the thaw).
@@ -598,6 +566,11 @@ impl Run<'_> {
     }
 
     fn spawn_elector(&mut self, i: usize) -> Result<(), String> {
+        let elector_url = match (&self.sentinel, &self.slots[i].proxy) {
+            (Some(t), _) => t.sentinel_url(),
+            (None, Some(p)) => format!("redis://{}/", p.addr()),
+            (None, None) => return Err("elector slot without proxy".into()),
+        };
         let slot = &mut self.slots[i];
         let id = format!("e{i}.{}", slot.incarnation);
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -616,7 +589,7 @@ impl Run<'_> {
             }
         };
         cmd.args(["--id", &id])
-            .args(["--redis", &format!("redis://{}/", slot.proxy.addr())])
+            .args(["--redis", &elector_url])
             .args(["--resource", &self.resource_addr])
             .arg("--out")
             .arg(self.dir.join(format!("elector-{id}.jsonl")))
@@ -637,11 +610,30 @@ impl Run<'_> {
 
     /// The slot whose elector holds the lease now, by asking the primary.
     fn leader(&mut self) -> Option<usize> {
-        let owner = self.primary.lease_owner()?;
+        let owner = match (&self.primary, &self.sentinel) {
+            (Some(p), _) => p.lease_owner()?,
+            (None, Some(t)) => lease_owner(&t.nodes[t.primary_index()?])?,
+            (None, None) => return None,
+        };
         let id = owner.split('-').next()?;
         self.slots
             .iter_mut()
             .position(|s| s.proc.as_mut().is_some_and(|p| p.id == id && p.alive()))
+    }
+
+    /// The primary of the replica topology.
+    fn primary(&mut self) -> Result<&mut Server, String> {
+        self.primary
+            .as_mut()
+            .ok_or_else(|| "this fault needs the replica topology".to_string())
+    }
+
+    /// Elector slot `i`'s proxy (replica topology).
+    fn proxy(&self, i: usize) -> Result<&Proxy, String> {
+        self.slots[i]
+            .proxy
+            .as_ref()
+            .ok_or_else(|| "this fault needs the replica topology".to_string())
     }
 
     fn ttl(&self, factor: f64) -> Duration {
@@ -673,6 +665,191 @@ impl Run<'_> {
             skipped,
         };
         self.record(e);
+    }
+
+    /// `sentinel-failover`: kill -9 the primary Sentinel names; Sentinel promotes a replica
+    /// (the module starts grace there); electors find it through Sentinel. In half of the
+    /// cases the grant is lost first: both replicas are frozen (SIGSTOP) and their links cut
+    /// (`CLIENT KILL TYPE replica` on the primary; SIGSTOP alone would not lose the stream,
+    /// the kernel buffers it for the stopped process), the leader resigns, a follower gets the
+    /// lease on the primary only, then the primary dies and the replicas thaw. The old
+    /// primary then comes back (same port and AOF) as a replica of the new one, as a
+    /// supervised node would, and the run waits until Sentinel sees a full topology again.
+    /// The fault's time is the crash: the checker measures leaderless time from it.
+    async fn sentinel_failover(&mut self, t0: u64) -> Result<(), String> {
+        let kind = "sentinel-failover";
+        let Some(p) = self.sentinel.as_ref().and_then(|t| t.primary_index()) else {
+            self.fault(
+                kind,
+                t0,
+                "primary",
+                String::new(),
+                Some("no primary".into()),
+            );
+            return Ok(());
+        };
+        let lose_grant = self.rng.bool();
+        let lag = self.rand_ttl(0.3, 2.0);
+        let mut handed_over = String::new();
+        if lose_grant {
+            let topo = self.sentinel.as_ref().ok_or("no sentinel topology")?;
+            for (i, n) in topo.nodes.iter().enumerate() {
+                if i != p {
+                    n.signal(libc::SIGSTOP);
+                }
+            }
+            let _ = topo.nodes[p].query::<redis::Value>(&["CLIENT", "KILL", "TYPE", "replica"]);
+            if let Some(i) = self.leader() {
+                handed_over = self.slots[i]
+                    .proc
+                    .as_ref()
+                    .map(|p| p.id.clone())
+                    .unwrap_or_default();
+                let t_resign = mono_ns();
+                if let Some(mut pr) = self.slots[i].proc.take() {
+                    pr.stop(Duration::from_secs(5)).await;
+                }
+                // Its own record: a hand-over (not fault-free time), measured as such.
+                self.fault(
+                    "resign",
+                    t_resign,
+                    &handed_over.clone(),
+                    "SIGTERM while the replicas are cut off (sentinel-failover)".into(),
+                    None,
+                );
+                self.spawn_elector(i)?;
+            }
+            sleep(lag).await;
+        }
+        let topo = self.sentinel.as_mut().ok_or("no sentinel topology")?;
+        let old_port = topo.nodes[p].port;
+        let crash = mono_ns();
+        topo.nodes[p].kill();
+        for (i, n) in topo.nodes.iter().enumerate() {
+            if i != p {
+                n.signal(libc::SIGCONT);
+            }
+        }
+        let promoted = topo.wait_promotion(old_port, Duration::from_secs(60))?;
+        let up = mono_ns();
+        let new_port = topo.nodes[promoted].port;
+        // Back as a replica of the new primary (AOF kept; the full sync replaces it).
+        let opts = topo.nodes[p].opts.clone().replica_of(Some(new_port));
+        topo.nodes[p].try_restart_with(opts)?;
+        let ready = topo.wait_ready(Duration::from_secs(60));
+        self.record(RunEvent::RedisUp {
+            t: up,
+            why: "sentinel promotion".into(),
+        });
+        self.fault(
+            kind,
+            crash,
+            "primary",
+            format!(
+                "primary :{old_port} kill -9{}, every Sentinel names :{new_port} {} ms later{}",
+                if handed_over.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({handed_over} resigned while the replicas were cut off for {} ms: \
+                         that grant is lost)",
+                        lag.as_millis()
+                    )
+                },
+                (up - crash) / 1_000_000,
+                match ready {
+                    Ok(()) => String::new(),
+                    Err(e) => format!("; topology not whole again: {e}"),
+                }
+            ),
+            None,
+        );
+        Ok(())
+    }
+
+    /// `split-brain` (replica topology, `--min-replicas-max-lag L`): the replica is cut off
+    /// and promoted while the old primary stays up and keeps its leader; every other elector
+    /// moves to the new primary at once. The old primary accepts the old leader's renewals
+    /// until it notices it lost its replica (L s after the last ack, counted by a 1 s cron:
+    /// up to L + 2 s), then that lease lapses within a TTL. The new primary grants after its
+    /// grace. So grace < max TTL + (L + 2) s lets two leaders act at once (the checker's
+    /// `overlap`); grace at or above it does not. After the split the old primary is
+    /// stopped (as Sentinel would demote it) and everyone follows the new one.
+    async fn split_brain(&mut self, t0: u64, leader: Option<usize>) -> Result<(), String> {
+        let kind = "split-brain";
+        let Some(lead) = leader else {
+            self.fault(kind, t0, "-", String::new(), Some("no leader".into()));
+            return Ok(());
+        };
+        let Some((replica, link)) = self.replica.take() else {
+            self.fault(
+                kind,
+                t0,
+                "primary",
+                String::new(),
+                Some("no replica".into()),
+            );
+            return Ok(());
+        };
+        let lead_id = self.slots[lead]
+            .proc
+            .as_ref()
+            .map(|p| p.id.clone())
+            .unwrap_or_default();
+        link.set_mode(Mode::Blackhole);
+        let mut promoted = false;
+        for _ in 0..50 {
+            if replica.query_string(&["REPLICAOF", "NO", "ONE"]).is_ok() {
+                promoted = true;
+                break;
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+        if !promoted {
+            return Err(format!("replica {} refused REPLICAOF NO ONE", replica.name));
+        }
+        let up = mono_ns();
+        let mut replica = replica;
+        replica.srv.opts.replica_of = None;
+        // The new side gets a replica of its own at once (with min-replicas-to-write it
+        // would refuse every grant without one).
+        let name = self.new_server_name();
+        let new_replica =
+            start_replica(&name, &self.dir, self.cfg, self.faketime, replica.addr()).await?;
+        for (j, s) in self.slots.iter().enumerate() {
+            if j != lead {
+                if let Some(p) = &s.proxy {
+                    p.retarget(replica.addr());
+                }
+            }
+        }
+        self.record(RunEvent::RedisUp {
+            t: up,
+            why: "promotion (split brain)".into(),
+        });
+        let lag_ms = self.cfg.min_replicas_max_lag.unwrap_or(0) * 1000;
+        let hold = Duration::from_millis(self.cfg.grace_ms.max(lag_ms + 2000 + self.cfg.ttl_ms))
+            + self.ttl(2.0);
+        sleep(hold).await;
+        // Heal: the old primary goes away, its leader's slot follows the new one.
+        if let Some(p) = &self.slots[lead].proxy {
+            p.retarget(replica.addr());
+        }
+        let old = self.primary.replace(replica);
+        drop(old);
+        drop(link);
+        self.replica = new_replica;
+        self.fault(
+            kind,
+            t0,
+            &lead_id,
+            format!(
+                "replica cut off and promoted while the old primary kept {lead_id} for {} ms",
+                hold.as_millis()
+            ),
+            None,
+        );
+        Ok(())
     }
 
     async fn inject(&mut self, kind: &str) -> Result<(), String> {
@@ -728,9 +905,10 @@ impl Run<'_> {
                 } else {
                     Mode::Blackhole
                 };
-                self.slots[i].proxy.set_mode(mode);
+                let proxy = self.proxy(i)?;
+                proxy.set_mode(mode);
                 sleep(d).await;
-                self.slots[i].proxy.set_mode(Mode::Pass);
+                proxy.set_mode(Mode::Pass);
                 self.fault(kind, t, &id, format!("{} ms", d.as_millis()), None);
             }
             "delay" => {
@@ -738,9 +916,10 @@ impl Run<'_> {
                 let id = lead_id(self, i);
                 let lag = self.rand_ttl(0.05, 0.5);
                 let d = self.rand_ttl(2.0, 4.0);
-                self.slots[i].proxy.set_mode(Mode::Delay(lag));
+                let proxy = self.proxy(i)?;
+                proxy.set_mode(Mode::Delay(lag));
                 sleep(d).await;
-                self.slots[i].proxy.set_mode(Mode::Pass);
+                proxy.set_mode(Mode::Pass);
                 self.fault(
                     kind,
                     t,
@@ -759,12 +938,12 @@ impl Run<'_> {
                 self.spawn_elector(i)?;
             }
             "restart" | "restart-aof" => {
-                self.primary.kill9();
+                self.primary()?.kill9();
                 if kind == "restart" {
-                    self.primary.wipe();
+                    self.primary()?.wipe();
                 }
                 sleep(Duration::from_millis(50)).await;
-                self.primary.start().await?;
+                self.primary()?.restart()?;
                 let detail = if kind == "restart" {
                     "kill -9, data wiped"
                 } else {
@@ -805,7 +984,7 @@ impl Run<'_> {
                 }
                 let left = lag.saturating_sub(frozen_at.elapsed());
                 sleep(left.max(Duration::from_millis(50))).await;
-                self.primary.kill9();
+                self.primary()?.kill9();
                 drop(link);
                 let frozen_ms = frozen_at.elapsed().as_millis();
                 let mut promoted = false;
@@ -823,15 +1002,15 @@ impl Run<'_> {
                         replica.log()
                     ));
                 }
-                for s in &self.slots {
-                    s.proxy.retarget(replica.addr());
+                for s in self.slots.iter().filter_map(|s| s.proxy.as_ref()) {
+                    s.retarget(replica.addr());
                 }
                 let up = mono_ns();
                 // A primary now: a later restart must not bring it back as a replica of
                 // the dead one (it would answer READONLY to every acquire).
                 let mut replica = replica;
-                replica.replica_of = None;
-                let old = std::mem::replace(&mut self.primary, replica);
+                replica.srv.opts.replica_of = None;
+                let old = self.primary.replace(replica);
                 drop(old);
                 self.fault(
                     kind,
@@ -853,17 +1032,18 @@ impl Run<'_> {
                 });
                 // A fresh replica for the next failover.
                 let name = self.new_server_name();
-                self.replica = start_replica(
-                    &name,
-                    &self.dir,
-                    self.cfg,
-                    self.faketime,
-                    self.primary.addr(),
-                )
-                .await?;
+                let primary_addr = self.primary()?.addr();
+                self.replica =
+                    start_replica(&name, &self.dir, self.cfg, self.faketime, primary_addr).await?;
+            }
+            "sentinel-failover" => {
+                self.sentinel_failover(t).await?;
+            }
+            "split-brain" => {
+                self.split_brain(t, leader).await?;
             }
             "clock-jump" => {
-                let Some((f, _)) = self.primary.faketime.clone() else {
+                let Some(f) = self.primary()?.faketime.clone() else {
                     self.fault(
                         kind,
                         t,
@@ -908,8 +1088,7 @@ async fn start_replica(
     primary: SocketAddr,
 ) -> Result<Option<(Server, Proxy)>, String> {
     let link = Proxy::start(primary).await.map_err(|e| e.to_string())?;
-    let mut r = Server::new(name, dir, cfg, faketime, Some(link.addr().port()))?;
-    r.start_fresh().await?;
+    let r = Server::start(name, dir, cfg, faketime, Some(link.addr().port()))?;
     if r.wait_replica_link().await {
         Ok(Some((r, link)))
     } else {
@@ -934,15 +1113,30 @@ async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), St
         .cloned()
         .collect();
 
-    let mut primary = Server::new("a", dir, cfg, faketime, None)?;
-    primary.start_fresh().await?;
-    let replica = start_replica("b", dir, cfg, faketime, primary.addr()).await?;
+    let (primary, replica, sentinel) = if cfg.sentinel {
+        // Blocking waits (start-up, Sentinel discovery) on this thread: it is the runtime's
+        // block_on thread, not a worker, and it lives as long as the servers
+        // (die_with_parent kills them when the spawning thread ends).
+        let topo = SentinelTopology::try_start(SentinelOptions {
+            down_after_ms: cfg.down_after_ms,
+            failover_timeout_ms: 5000,
+            data: data_options(cfg, dir),
+            bin: Some(cfg.server_bin.clone()),
+            ..SentinelOptions::default()
+        })?;
+        (None, None, Some(topo))
+    } else {
+        let primary = Server::start("a", dir, cfg, faketime, None)?;
+        let replica = start_replica("b", dir, cfg, faketime, primary.addr()).await?;
+        (Some(primary), replica, None)
+    };
     let (resource, resource_addr) = spawn_resource(dir, cfg.fence)?;
     let mut slots = vec![];
     for _ in 0..cfg.electors {
-        let proxy = Proxy::start(primary.addr())
-            .await
-            .map_err(|e| e.to_string())?;
+        let proxy = match &primary {
+            Some(p) => Some(Proxy::start(p.addr()).await.map_err(|e| e.to_string())?),
+            None => None,
+        };
         slots.push(Slot {
             incarnation: 0,
             proc: None,
@@ -958,6 +1152,7 @@ async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), St
         resource_addr,
         slots,
         primary,
+        sentinel,
         replica,
         next_server: 2,
         faketime,

@@ -173,7 +173,18 @@ async fn reader(
             }
         }
         let n = match r.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => {
+                // A close during a blackhole does not cross it either (a FIN is lost like any
+                // other packet): the other side learns of it only when the outage ends. The
+                // split-brain fault relies on this: a promoted replica drops its link, and
+                // the old primary must not hear of it before its replication lag says so.
+                while rx.borrow_and_update().mode == Mode::Blackhole {
+                    if rx.changed().await.is_err() {
+                        break;
+                    }
+                }
+                return;
+            }
             Ok(n) => n,
         };
         if rx.borrow().mode == Mode::Blackhole {

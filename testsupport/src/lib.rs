@@ -2,6 +2,11 @@
 //! harness tests). Each server gets its own temp `--dir`, a free loopback port, a log file
 //! that is printed when start-up fails, and is killed and reaped on drop.
 //!
+//! The harness (`lease-harness run`) starts its servers through the same guard, with a kept
+//! folder (`ServerOptions::dir`), its own module path, `replica_of`, libfaketime's
+//! environment and `die_with_parent`; [`sentinel`] adds Sentinel processes and a whole
+//! primary + replicas + sentinels topology on top of it.
+//!
 //! Environment:
 //! - `REDIS_SERVER_BIN`: server binary (default `redis-server`, Debian's 7.0). CI runs the
 //!   suite once more against a newer server by setting this.
@@ -27,6 +32,22 @@ pub struct ServerOptions {
     pub port: Option<u16>,
     /// Environment variables for the server process (libfaketime, for example).
     pub env: Vec<(String, String)>,
+    /// Module `.so` to load instead of [`module_path`] (the harness passes its own).
+    pub module: Option<PathBuf>,
+    /// Keep the server's files (log, AOF, sentinel.conf) in this folder, created if missing
+    /// and left in place on drop (the harness keeps every run's logs). `None`: a temp dir
+    /// removed on drop.
+    pub dir: Option<PathBuf>,
+    /// `--replicaof 127.0.0.1 <port>`.
+    pub replica_of: Option<u16>,
+    /// SIGKILL the server when the *thread* that spawned it exits (PR_SET_PDEATHSIG), so an
+    /// interrupted harness leaves no servers behind. Only for spawning threads that live as
+    /// long as the server (the harness's main thread), hence off by default.
+    pub die_with_parent: bool,
+    /// Run as a Sentinel (`<bin> sentinel.conf --sentinel`) with these `sentinel.conf` lines
+    /// (port, bind, dir and logfile are added). Sentinel insists on a writable config file:
+    /// it records its view of the topology there. The module is never loaded into it.
+    pub sentinel: Option<Vec<String>>,
 }
 
 impl Default for ServerOptions {
@@ -37,6 +58,11 @@ impl Default for ServerOptions {
             load_module: true,
             port: None,
             env: vec![],
+            module: None,
+            dir: None,
+            replica_of: None,
+            die_with_parent: false,
+            sentinel: None,
         }
     }
 }
@@ -54,12 +80,67 @@ impl ServerOptions {
         self.env.push((k.into(), v.into()));
         self
     }
+    pub fn module(mut self, path: &Path) -> Self {
+        self.module = Some(path.to_path_buf());
+        self
+    }
+    pub fn dir(mut self, dir: &Path) -> Self {
+        self.dir = Some(dir.to_path_buf());
+        self
+    }
+    pub fn replica_of(mut self, port: Option<u16>) -> Self {
+        self.replica_of = port;
+        self
+    }
+    pub fn die_with_parent(mut self) -> Self {
+        self.die_with_parent = true;
+        self
+    }
+    /// `lease.grace-ms <ms>` as the module's arguments.
+    pub fn grace_ms(self, ms: u64) -> Self {
+        let ms = ms.to_string();
+        self.module_args(&["lease.grace-ms", &ms])
+    }
+    /// Run under libfaketime with `control` as its timestamp file (`+0` = real time; write
+    /// `+3600` into it to step the wall clock). LD_PRELOAD directly: the `faketime` wrapper
+    /// forks and would orphan the server. The monotonic clock stays real: only the wall clock
+    /// jumps.
+    pub fn faketime(self, lib: &Path, control: &Path) -> Self {
+        self.env("LD_PRELOAD", &lib.display().to_string())
+            .env("FAKETIME_TIMESTAMP_FILE", &control.display().to_string())
+            .env("FAKETIME_NO_CACHE", "1")
+            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+    }
+    /// A Sentinel (see [`ServerOptions::sentinel`]).
+    pub fn sentinel(lines: &[String]) -> Self {
+        ServerOptions {
+            load_module: false,
+            module_args: vec![],
+            sentinel: Some(lines.to_vec()),
+            ..ServerOptions::default()
+        }
+    }
+}
+
+/// The server's folder: removed on drop, or kept (harness runs).
+enum Dir {
+    Temp(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl Dir {
+    fn path(&self) -> &Path {
+        match self {
+            Dir::Temp(t) => t.path(),
+            Dir::Kept(p) => p,
+        }
+    }
 }
 
 pub struct RedisServer {
     pub port: u16,
     pub opts: ServerOptions,
-    dir: tempfile::TempDir,
+    dir: Dir,
     child: Option<Child>,
     /// Binary for this server when not `server_bin()` (see `start_with_bin`).
     bin: Option<String>,
@@ -107,8 +188,13 @@ pub fn module_path() -> PathBuf {
 /// A port nobody listens on right now. The tiny race between dropping the probe listener and
 /// the server binding it is accepted; `start` retries on a bind failure.
 pub fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind probe");
-    l.local_addr().expect("addr").port()
+    try_free_port().expect("bind probe")
+}
+
+/// [`free_port`] without the panic (the harness reports errors instead).
+pub fn try_free_port() -> std::io::Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
 }
 
 impl RedisServer {
@@ -126,13 +212,33 @@ impl RedisServer {
     }
 
     fn start_inner(bin: Option<String>, opts: ServerOptions) -> RedisServer {
+        match Self::try_start_with(bin, opts) {
+            Ok(s) => s,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Like `start_with_bin` (`bin` None: `REDIS_SERVER_BIN`), but returns every attempt's
+    /// log as an error instead of panicking (the harness records it and goes on).
+    pub fn try_start_with(bin: Option<String>, opts: ServerOptions) -> Result<RedisServer, String> {
         let mut errs = vec![];
         for _ in 0..5 {
-            let dir = tempfile::Builder::new()
-                .prefix("redis-lease-test")
-                .tempdir()
-                .expect("tempdir");
-            let port = opts.port.unwrap_or_else(free_port);
+            let dir = match &opts.dir {
+                Some(d) => {
+                    std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+                    Dir::Kept(d.clone())
+                }
+                None => Dir::Temp(
+                    tempfile::Builder::new()
+                        .prefix("redis-lease-test")
+                        .tempdir()
+                        .map_err(|e| format!("tempdir: {e}"))?,
+                ),
+            };
+            let port = match opts.port {
+                Some(p) => p,
+                None => try_free_port().map_err(|e| format!("free port: {e}"))?,
+            };
             let mut s = RedisServer {
                 port,
                 opts: opts.clone(),
@@ -141,11 +247,14 @@ impl RedisServer {
                 bin: bin.clone(),
             };
             match s.spawn() {
-                Ok(()) => return s,
+                Ok(()) => return Ok(s),
                 Err(e) => errs.push(e),
             }
         }
-        panic!("redis-server did not start:\n{}", errs.join("\n---\n"));
+        Err(format!(
+            "redis-server did not start:\n{}",
+            errs.join("\n---\n")
+        ))
     }
 
     pub fn dir(&self) -> &Path {
@@ -158,6 +267,18 @@ impl RedisServer {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The last `n` lines of the log (for error messages).
+    pub fn log_tail(&self, n: usize) -> String {
+        let s = self.log();
+        let lines: Vec<&str> = s.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
     /// The server's stdout/stderr (the module reports caught panics there).
@@ -174,8 +295,19 @@ impl RedisServer {
     }
 
     /// Command line for this server (exposed so tests can assert on it in failures).
-    fn command(&self) -> Command {
+    fn command(&self) -> Result<Command, String> {
         let mut cmd = Command::new(self.bin.clone().unwrap_or_else(server_bin));
+        if let Some(lines) = &self.opts.sentinel {
+            // Written on first start only: later starts keep what Sentinel recorded there
+            // (the current primary, known replicas and sentinels, the epoch), as a restarted
+            // Sentinel would in production.
+            let conf = self.dir.path().join("sentinel.conf");
+            if !conf.exists() {
+                std::fs::write(&conf, lines.join("\n") + "\n")
+                    .map_err(|e| format!("{}: {e}", conf.display()))?;
+            }
+            cmd.arg(&conf).arg("--sentinel");
+        }
         cmd.arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")
@@ -189,12 +321,20 @@ impl RedisServer {
             .arg("--daemonize")
             .arg("no")
             .arg("--protected-mode")
-            .arg("no")
+            .arg("no");
+        if self.opts.sentinel.is_none() {
             // DEBUG RELOAD / DIGEST-VALUE are part of the persistence tests.
-            .arg("--enable-debug-command")
-            .arg("yes");
+            cmd.arg("--enable-debug-command").arg("yes");
+        }
+        if let Some(p) = self.opts.replica_of {
+            cmd.args(["--replicaof", "127.0.0.1", &p.to_string()]);
+        }
         if self.opts.load_module {
-            let mut load = vec![module_path().display().to_string()];
+            let module = match &self.opts.module {
+                Some(m) => m.clone(),
+                None => module_path(),
+            };
+            let mut load = vec![module.display().to_string()];
             load.extend(self.opts.module_args.iter().cloned());
             cmd.arg("--loadmodule").args(load);
         }
@@ -205,11 +345,24 @@ impl RedisServer {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        cmd
+        if self.opts.die_with_parent {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl(2) is async-signal-safe and touches only the child's own flags;
+            // it runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        Ok(cmd)
     }
 
     fn spawn(&mut self) -> Result<(), String> {
-        let child = self.command().spawn().map_err(|e| {
+        let child = self.command()?.spawn().map_err(|e| {
             let bin = self.bin.clone().unwrap_or_else(server_bin);
             format!("spawn {bin}: {e}")
         })?;
@@ -317,11 +470,42 @@ impl RedisServer {
     /// Start again on the same port and directory (after `kill` or `shutdown`), optionally
     /// with changed options.
     pub fn restart_with(&mut self, opts: ServerOptions) {
-        self.kill();
-        self.opts = opts;
-        if let Err(e) = self.spawn() {
+        if let Err(e) = self.try_restart_with(opts) {
             panic!("restart failed: {e}");
         }
+    }
+
+    /// `restart_with` returning the error (with the log) instead of panicking.
+    pub fn try_restart_with(&mut self, opts: ServerOptions) -> Result<(), String> {
+        self.kill();
+        self.opts = opts;
+        self.spawn()
+    }
+
+    /// Remove the persistence files (AOF folder, RDB) so that the next `restart` starts
+    /// empty: a restart "without persistence".
+    pub fn wipe(&self) {
+        let _ = std::fs::remove_dir_all(self.dir().join("appendonlydir"));
+        let _ = std::fs::remove_file(self.dir().join("dump.rdb"));
+    }
+
+    /// A connection with read/write timeouts (a stopped server must not hang the caller).
+    pub fn try_connection_timeout(&self, t: Duration) -> redis::RedisResult<redis::Connection> {
+        let client = redis::Client::open(self.url())?;
+        let con = client.get_connection_with_timeout(t)?;
+        con.set_read_timeout(Some(t))?;
+        con.set_write_timeout(Some(t))?;
+        Ok(con)
+    }
+
+    /// One command on a fresh connection with 500 ms timeouts; any reply type.
+    pub fn query<T: redis::FromRedisValue>(&self, args: &[&str]) -> redis::RedisResult<T> {
+        let mut con = self.try_connection_timeout(Duration::from_millis(500))?;
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut con)
     }
 
     pub fn restart(&mut self) {
@@ -340,5 +524,11 @@ impl Drop for RedisServer {
             let _ = c.kill();
             let _ = c.wait();
         }
+        if let Dir::Kept(_) = self.dir {
+            // Keep the log, drop the data (a campaign's AOF files add up).
+            self.wipe();
+        }
     }
 }
+
+pub mod sentinel;

@@ -70,6 +70,24 @@ struct Cli {
     /// command line; a password in the URL works but shows in `ps`.
     #[arg(long, env = "LEASE_REDIS_PASSWORD_FILE")]
     redis_password_file: Option<PathBuf>,
+    /// Find the primary through these Sentinels (repeat, or comma-separated) instead of
+    /// --redis; follows failovers. Same as --redis redis+sentinel://H:P,H:P/NAME.
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        env = "LEASE_SENTINEL",
+        value_delimiter = ',',
+        requires = "master_name"
+    )]
+    sentinel: Vec<String>,
+    /// Sentinel's name of the primary (with --sentinel).
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "LEASE_MASTER_NAME",
+        requires = "sentinel"
+    )]
+    master_name: Option<String>,
     /// Lease key.
     #[arg(long)]
     key: String,
@@ -176,13 +194,16 @@ fn main() {
     if args.get(1).is_some_and(|a| a == watchdog::ARG) {
         watchdog::main(args.split_off(2));
     }
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
             std::process::exit(if e.use_stderr() { EXIT_USAGE } else { 0 });
         }
     };
+    if let (false, Some(name)) = (cli.sentinel.is_empty(), &cli.master_name) {
+        cli.redis = redis_lease_client::sentinel::url(&cli.sentinel, name);
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
