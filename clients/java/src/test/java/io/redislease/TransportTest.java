@@ -25,7 +25,9 @@ class TransportTest {
     @Test
     @Timeout(30)
     void repliesAndErrorsAreClassified() throws Exception {
-        try (RedisServer r = RedisServer.start(RedisServer.freePort(), 3000)) {
+        // Grace long enough to survive a slow start on a starved machine; the part after grace
+        // runs on a second server without grace.
+        try (RedisServer r = RedisServer.start(RedisServer.freePort(), 60_000); RedisServer r0 = RedisServer.start()) {
             Transport.Connector c = Transport.standalone(r.uri(), null, Decide.SECOND, null);
             try {
                 Transport.Slot slot = new Transport.Slot(c, Decide.SECOND);
@@ -34,7 +36,7 @@ class TransportTest {
                 // R10: a non-blocking ACQUIRE of a free lease during grace: GRACE <ms> ms left.
                 Decide.Failure g = failure(link, Transport.Cmd.ACQUIRE, Transport.args("k").add("me").add(1000));
                 assertEquals(ErrorKind.GRACE, g.kind(), g.toString());
-                assertTrue(g.graceNanos() > 0 && g.graceNanos() <= 3 * Decide.SECOND, g.toString());
+                assertTrue(g.graceNanos() > 0 && g.graceNanos() <= 60 * Decide.SECOND, g.toString());
 
                 // A ttl above lease.max-ttl: ERR -> rejected.
                 Decide.Failure err = failure(link, Transport.Cmd.ACQUIRE, Transport.args("k").add("me").add(10_000_000));
@@ -46,9 +48,12 @@ class TransportTest {
                 assertEquals(ErrorKind.REJECTED, wt.kind(), wt.toString());
                 assertTrue(wt.message().startsWith("WRONGTYPE"), wt.message());
 
-                // After grace: token, refresh (same token), nil for another owner, 1/0 flags, GET.
-                long left = g.graceNanos() / Decide.MILLI + 100;
-                Thread.sleep(left);
+                slot.dropAndWait();
+                c.shutdown();
+                // Without grace: token, refresh (same token), nil for another owner, 1/0 flags, GET.
+                c = Transport.standalone(r0.uri(), null, Decide.SECOND, null);
+                slot = new Transport.Slot(c, Decide.SECOND);
+                link = slot.get(System.nanoTime() + 5 * Decide.SECOND, null);
                 Long t1 = Transport.parseToken(call(link, Transport.Cmd.ACQUIRE, Transport.args("k").add("me").add(5000)));
                 Long t2 = Transport.parseToken(call(link, Transport.Cmd.ACQUIRE, Transport.args("k").add("me").add(5000)));
                 assertTrue(t1 != null && t1 > 0 && t1 < (1L << 53));
