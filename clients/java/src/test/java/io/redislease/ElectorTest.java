@@ -282,4 +282,49 @@ class ElectorTest {
             }
         }
     }
+
+    @Test
+    @Timeout(60)
+    void minReplicasLeadsOnlyOnAcknowledgedGrants() throws Exception {
+        try (RedisServer primary = RedisServer.start()) {
+            // No replica: every grant stays unconfirmed (R11), so the elector never leads.
+            Recorder lonely = new Recorder();
+            RecordingMetrics m = new RecordingMetrics();
+            try (LeaderElector e = elector(primary, "replicated", lonely).minReplicas(1, Duration.ofMillis(100))
+                    .metrics(m).build().start()) {
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
+                while (m.count("acquire:unconfirmed") < 3) { // granted, WAIT acked 0, re-asked, ...
+                    assertTrue(System.nanoTime() - until < 0, "no unconfirmed grant counted");
+                    Thread.sleep(20);
+                }
+                assertFalse(lonely.granted.isDone(), "led on a grant no replica acknowledged");
+                assertFalse(e.isLeader());
+            }
+            // R14: the resigned elector released the unconfirmed grant it held on the server.
+            assertEquals("$-1", primary.command("LEASE.GET", "replicated"));
+
+            // With a replica that acknowledges: leads, and renewals keep counting.
+            try (RedisServer replica = RedisServer.start(RedisServer.freePort(), 0, "--replicaof", "127.0.0.1",
+                    Integer.toString(primary.port))) {
+                long connectBy = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+                // WAIT 1 answers 1 once the replica is connected and in sync.
+                while (!":1".equals(primary.command("WAIT", "1", "50"))) {
+                    assertTrue(System.nanoTime() - connectBy < 0, "replica never connected");
+                    Thread.sleep(50);
+                }
+                Recorder a = new Recorder();
+                RecordingMetrics ma = new RecordingMetrics();
+                try (LeaderElector e = elector(primary, "replicated", a).minReplicas(1, Duration.ofMillis(200))
+                        .metrics(ma).build().start()) {
+                    LeaderContext ctx = a.granted.get(10, TimeUnit.SECONDS);
+                    Thread.sleep(TTL.toMillis());
+                    assertTrue(ctx.isLeader(), "acknowledged renewals keep the lead");
+                    assertTrue(ma.count("renew:renewed") >= 1);
+                    assertTrue(e.isLeader());
+                    assertTrue(replica.command("LEASE.GET", "replicated").startsWith(e.owner()),
+                            "the replica has the grant");
+                }
+            }
+        }
+    }
 }

@@ -88,12 +88,13 @@ final class RedisServer implements AutoCloseable {
     }
 
     /** With the module's grace period after start set to {@code graceMs} (0 = none). */
-    static RedisServer start(int port, long graceMs) throws Exception {
+    static RedisServer start(int port, long graceMs, String... extra) throws Exception {
         requireAvailable();
         Path dir = Files.createTempDirectory("lease-java-redis-");
         List<String> cmd = new ArrayList<>(List.of(serverBinary(), "--port", String.valueOf(port), "--bind", "127.0.0.1",
                 "--save", "", "--appendonly", "no", "--dir", dir.toString(), "--loadmodule", module().toString(),
                 "lease.grace-ms", Long.toString(graceMs)));
+        cmd.addAll(List.of(extra));
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true)
                 .redirectOutput(dir.resolve("redis.log").toFile()).start();
         RedisServer s = new RedisServer(port, p, dir);
