@@ -1177,6 +1177,13 @@ async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), St
     let warmup = Duration::from_millis(cfg.grace_ms + 2 * cfg.ttl_ms);
     let tail = r.ttl(3.0);
     sleep(warmup).await;
+    // Electors in other languages can take seconds to start (a cold JVM on a busy machine):
+    // faults aimed at the leader would be skipped ("no leader") before there is one, and a
+    // short campaign would then test nothing. Wait for the first grant, bounded by the run.
+    let first_leader_by = (Instant::now() + Duration::from_secs(15)).min(end);
+    while r.leader().is_none() && Instant::now() < first_leader_by {
+        sleep(Duration::from_millis(100)).await;
+    }
     // Bounded: at most one fault per TTL of run time.
     let max_faults = cfg.seconds * 1000 / cfg.ttl_ms + 1;
     for _ in 0..max_faults {
