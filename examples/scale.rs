@@ -47,6 +47,8 @@ impl Server {
             dir.to_str().expect("utf8 dir"),
             "--logfile",
             "server.log",
+            "--enable-debug-command",
+            "local",
         ]
         .iter()
         .map(|s| s.to_string())

@@ -13,6 +13,11 @@
 #[allow(dead_code, clippy::all)]
 pub mod lease;
 
+/// The harness's history reader, from its own source file (it needs only serde).
+#[path = "../../harness/src/history.rs"]
+#[allow(dead_code, clippy::all)]
+pub mod history;
+
 use lease::args::{self, Limits};
 use lease::config::{parse_module_args, Config, BOUNDS};
 use lease::engine::{handle, Call, Effect, Reply, Store};
@@ -290,10 +295,10 @@ fn set(cfg: &mut Config, name: &str, v: i64) {
     }
 }
 
-/// The harness history reader (`lease_harness::history::read_jsonl`, read by the checker
+/// The harness history reader (`harness/src/history.rs`: `read_jsonl`, read by the checker
 /// from files a crashed run may have torn), for each record type it reads.
 pub fn history_jsonl(data: &[u8]) {
-    use lease_harness::history::{read_jsonl, ElectorEvent, ResourceWrite, RunEvent};
+    use history::{read_jsonl, ElectorEvent, ResourceWrite, RunEvent};
     thread_local! {
         static PATH: std::path::PathBuf = std::env::temp_dir()
             .join(format!("lease-fuzz-history-{}.jsonl", std::process::id()));

@@ -6,7 +6,7 @@ use crate::lease::engine::Event;
 use crate::lease::{Apply, Now};
 use redis_module::raw;
 use std::os::raw::{c_char, c_int};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// Both server clocks, read once per command. CLOCK_MONOTONIC is the clock that judges
 /// expiry (SPEC §5); CLOCK_REALTIME only converts deadlines that leave the process.
@@ -85,31 +85,42 @@ fn decimal(v: u64, buf: &mut [u8; 20]) -> &[u8] {
     &buf[i..]
 }
 
-/// A string among `candidates` that is the canonical decimal of `v`. The parser accepts only
-/// canonical decimals (`args::parse_u64`: no sign, no leading zero), so equal values mean
-/// equal bytes; cheaper than formatting `v` to compare bytes.
-fn same_int(
-    candidates: &[*mut raw::RedisModuleString],
-    v: u64,
-) -> Option<*mut raw::RedisModuleString> {
-    candidates.iter().copied().find(|&s| {
-        !s.is_null()
-            && crate::lease::args::parse_u64(redis_module::RedisString::string_as_slice(s))
-                == Some(v)
-    })
+/// A command's own arguments (after the key) as Redis strings and, in the same order, the
+/// byte slices already read from them (so matching them costs no call into Redis).
+#[derive(Clone, Copy)]
+pub struct CommandArgs<'a> {
+    pub strings: &'a [*mut raw::RedisModuleString],
+    pub bytes: &'a [&'a [u8]],
 }
 
-/// A string among `candidates` (the command's own arguments) whose bytes are exactly
-/// `bytes`: replicating it by reference (`s`, one reference count) instead of building a new
-/// object from the bytes gives the same bytes on the wire at a fraction of the cost.
-fn same_bytes(
-    candidates: &[*mut raw::RedisModuleString],
-    bytes: &[u8],
-) -> Option<*mut raw::RedisModuleString> {
-    candidates
+impl CommandArgs<'_> {
+    /// No arguments to reuse (callbacks).
+    pub const NONE: CommandArgs<'static> = CommandArgs {
+        strings: &[],
+        bytes: &[],
+    };
+}
+
+/// An argument whose bytes are exactly `bytes`: replicating it by reference (`s`, one
+/// reference count) instead of building a new object from the bytes gives the same bytes on
+/// the wire at a fraction of the cost.
+fn same_bytes(args: CommandArgs<'_>, bytes: &[u8]) -> Option<*mut raw::RedisModuleString> {
+    args.strings
         .iter()
-        .copied()
-        .find(|&s| !s.is_null() && redis_module::RedisString::string_as_slice(s) == bytes)
+        .zip(args.bytes)
+        .find(|(s, b)| !s.is_null() && **b == bytes)
+        .map(|(s, _)| *s)
+}
+
+/// An argument that is the canonical decimal of `v`. The parser accepts only canonical
+/// decimals (`args::parse_u64`: no sign, no leading zero), so equal values mean equal
+/// bytes; cheaper than formatting `v` to compare bytes.
+fn same_int(args: CommandArgs<'_>, v: u64) -> Option<*mut raw::RedisModuleString> {
+    args.strings
+        .iter()
+        .zip(args.bytes)
+        .find(|(s, b)| !s.is_null() && crate::lease::args::parse_u64(b) == Some(v))
+        .map(|(s, _)| *s)
 }
 
 /// The effect words `HOLD` and `FREE` as strings created once and kept for the life of the
@@ -137,6 +148,43 @@ fn effect_word(
     (!s.is_null()).then_some(s)
 }
 
+/// The last `expires_wall_ms` replicated and a kept string of its digits: effects in the
+/// same millisecond with the same TTL (a pipeline of renewals, many leases renewed on one
+/// schedule) carry the same value, and a reference is cheaper than a new object. Main
+/// thread only (every caller runs in a Redis callback); null/`u64::MAX` = nothing kept.
+static LAST_EXPIRES: AtomicU64 = AtomicU64::new(u64::MAX);
+static LAST_EXPIRES_STR: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
+
+fn expires_string(v: u64) -> Option<*mut raw::RedisModuleString> {
+    let kept = LAST_EXPIRES_STR.load(Ordering::Relaxed);
+    if !kept.is_null() && LAST_EXPIRES.load(Ordering::Relaxed) == v {
+        return Some(kept);
+    }
+    let mut b = [0u8; 20];
+    let d = decimal(v, &mut b);
+    // SAFETY: NULL context: a string we keep (not auto-freed); bytes with their length.
+    let new = unsafe {
+        raw::RedisModule_CreateString.map_or(std::ptr::null_mut(), |f| {
+            f(std::ptr::null_mut(), d.as_ptr().cast(), d.len())
+        })
+    };
+    if new.is_null() {
+        return None;
+    }
+    if !kept.is_null() {
+        // SAFETY: our own reference to a string created above; a replicated command that
+        // still uses it holds its own reference (Redis counts them), so this only drops ours.
+        unsafe {
+            if let Some(free) = raw::RedisModule_FreeString {
+                free(std::ptr::null_mut(), kept);
+            }
+        }
+    }
+    LAST_EXPIRES_STR.store(new, Ordering::Relaxed);
+    LAST_EXPIRES.store(v, Ordering::Relaxed);
+    Some(new)
+}
+
 /// Calls a variadic `(target, "LEASE.APPLY", fmt, ...)` module function (RM_Replicate or
 /// RM_EmitAOF: same argument convention, different first argument) with an effect's
 /// arguments: `key HOLD owner token expires_wall_ms` or `key FREE token`.
@@ -144,12 +192,12 @@ fn effect_word(
 /// The bytes are always the same (decimal integers, the owner as stored); only how Redis gets
 /// them differs. Cheapest is `s`, a reference to an existing string: the command's own
 /// arguments when they hold exactly these bytes (a renew's owner and token, a release's
-/// token) and the kept `HOLD`/`FREE` words. Otherwise `b` (bytes, one small allocation);
+/// token), the kept `HOLD`/`FREE` words and the last expiry sent (`expires_string`). Otherwise `b` (bytes, one small allocation);
 /// integers are formatted here (`b`), not by Redis (`l`), which costs about twice as much.
 /// (issue 16: RM_Replicate was 4,700 of a renew's 12,600 instructions.)
 macro_rules! call_with_effect {
     ($f:expr, $target:expr, $key:expr, $eff:expr, $reuse:expr, $words:expr) => {{
-        let reuse: &[*mut raw::RedisModuleString] = $reuse;
+        let reuse: CommandArgs<'_> = $reuse;
         let name = c"LEASE.APPLY".as_ptr();
         let mut tb = [0u8; 20];
         // SAFETY (every call below): format letters match the variadic arguments: s =
@@ -161,9 +209,6 @@ macro_rules! call_with_effect {
                 token,
                 expires_wall_ms,
             } => {
-                let mut eb = [0u8; 20];
-                let exp = decimal(*expires_wall_ms, &mut eb);
-                let (ep, el) = (exp.as_ptr().cast::<c_char>(), exp.len());
                 let (op, ol) = (owner.as_ptr().cast::<c_char>(), owner.len());
                 let word = if $words {
                     effect_word(&HOLD_WORD, b"HOLD")
@@ -174,6 +219,38 @@ macro_rules! call_with_effect {
                     Some(_) => (same_bytes(reuse, owner), same_int(reuse, *token)),
                     None => (None, None),
                 };
+                let e = match (word, o) {
+                    (Some(_), Some(_)) => expires_string(*expires_wall_ms),
+                    _ => None,
+                };
+                if let (Some(w), Some(o), Some(t), Some(e)) = (word, o, t, e) {
+                    // SAFETY: format letters match the arguments (see above).
+                    unsafe { $f($target, name, c"sssss".as_ptr(), $key, w, o, t, e) };
+                    return;
+                }
+                // A grant: the token is new, the rest can be referenced.
+                if let (Some(w), Some(o), None, Some(e)) = (word, o, t, e) {
+                    let tok = decimal(*token, &mut tb);
+                    // SAFETY: format letters match the arguments (see above).
+                    unsafe {
+                        $f(
+                            $target,
+                            name,
+                            c"sssbs".as_ptr(),
+                            $key,
+                            w,
+                            o,
+                            tok.as_ptr().cast::<c_char>(),
+                            tok.len(),
+                            e,
+                        )
+                    };
+                    return;
+                }
+                // Formatted only when no kept string serves (the common renew path skips it).
+                let mut eb = [0u8; 20];
+                let exp = decimal(*expires_wall_ms, &mut eb);
+                let (ep, el) = (exp.as_ptr().cast::<c_char>(), exp.len());
                 if let (Some(w), Some(o), Some(t)) = (word, o, t) {
                     // SAFETY: format letters match the arguments (see above).
                     unsafe { $f($target, name, c"ssssb".as_ptr(), $key, w, o, t, ep, el) };
@@ -282,7 +359,7 @@ pub fn replicate_effect(
     ctx: *mut raw::RedisModuleCtx,
     key: *mut raw::RedisModuleString,
     eff: &Apply,
-    args: &[*mut raw::RedisModuleString],
+    args: CommandArgs<'_>,
 ) {
     // SAFETY: reading a function pointer Redis filled in at module load.
     if let Some(replicate) = unsafe { raw::RedisModule_Replicate } {
@@ -295,7 +372,7 @@ pub fn replicate_effect(
 pub fn emit_aof_effect(io: *mut raw::RedisModuleIO, key: *mut raw::RedisModuleString, eff: &Apply) {
     // SAFETY: reading a function pointer Redis filled in at module load.
     if let Some(emit) = unsafe { raw::RedisModule_EmitAOF } {
-        call_with_effect!(emit, io, key, eff, &[], false);
+        call_with_effect!(emit, io, key, eff, CommandArgs::NONE, false);
     }
 }
 

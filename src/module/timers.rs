@@ -60,6 +60,18 @@ pub fn ensure(ctx: &Context, db: i32, key: &[u8], deadline_mono_us: u64, now: No
     arm(ctx, &mut w, now.mono_us);
 }
 
+/// `ensure` for many keys of one db at once (re-arming after loading, promotion, SWAPDB).
+pub fn add_many(ctx: &Context, db: i32, entries: Vec<(u64, Box<[u8]>)>, now: Now, on_due: OnDue) {
+    if entries.is_empty() {
+        return;
+    }
+    let mut w = lock(&EXPIRY);
+    w.on_due = Some(on_due);
+    w.heap
+        .extend(entries.into_iter().map(|(at, key)| Reverse((at, db, key))));
+    arm(ctx, &mut w, now.mono_us);
+}
+
 /// Arms the one Redis timer for the earliest entry, unless it is already armed no later.
 fn arm(ctx: &Context, w: &mut Wheel, now_mono_us: u64) {
     let Some(Reverse((first, _, _))) = w.heap.peek() else {
