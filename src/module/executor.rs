@@ -168,7 +168,8 @@ fn run_on_key(
             l.set_timer_pending(false);
         }
     }
-    let mut out = engine::handle(node, lease.as_deref_mut(), now, call, req);
+    let fx = SPARE_EFFECTS.with(|c| c.take());
+    let mut out = engine::handle_with(fx, node, lease.as_deref_mut(), now, call, req);
     if !out
         .effects
         .iter()
@@ -217,7 +218,8 @@ fn execute(
     now: Now,
     args: ffi::CommandArgs<'_>,
 ) {
-    for e in effects {
+    let mut effects = effects;
+    for e in effects.drain(..) {
         match e {
             Effect::Replicate(apply) => ffi::replicate_effect(ctx.ctx, key, &apply, args),
             Effect::ReplicateVerbatim => ffi::replicate_verbatim(ctx.ctx),
@@ -240,6 +242,17 @@ fn execute(
             Effect::ObserveToken(t) => node::observe_token(t),
         }
     }
+    // Kept for the next command (an unusually long list is let go).
+    if effects.capacity() <= 16 {
+        SPARE_EFFECTS.with(|c| c.set(effects));
+    }
+}
+
+thread_local! {
+    /// The last command's (emptied) effect list, reused by the next: Redis runs every
+    /// module callback on its main thread. A nested command (FENCE running a lease command)
+    /// finds it taken and builds its own.
+    static SPARE_EFFECTS: std::cell::Cell<Vec<Effect>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Sends the reply; returns the status a command function returns.

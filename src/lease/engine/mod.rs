@@ -208,7 +208,22 @@ pub fn handle(
     call: Call,
     req: &Request<'_>,
 ) -> Outcome {
-    let mut fx = Vec::with_capacity(TYPICAL_EFFECTS);
+    handle_with(Vec::new(), node, lease, now, call, req)
+}
+
+/// `handle`, with the effect list built in `fx` (emptied first): the executor hands back
+/// the previous command's list, so a command allocates no list of its own (issue 16).
+pub fn handle_with(
+    fx: Vec<Effect>,
+    node: &Node,
+    lease: Option<&mut Lease>,
+    now: Now,
+    call: Call,
+    req: &Request<'_>,
+) -> Outcome {
+    let mut fx = fx;
+    fx.clear();
+    fx.reserve(TYPICAL_EFFECTS);
     match *req {
         Request::Acquire {
             owner,
