@@ -427,14 +427,16 @@ unsafe extern "C" fn free_waiter(
 // ---------------------------------------------------------------------------------------
 // Expiry
 
-/// An expiry-timer entry for (db, key) is due.
-fn on_due(ctx: &Context, db: i32, key: &[u8]) {
-    check_expiry(ctx, db, key);
+/// An expiry-timer entry for (db, key) is due (`fired`), or the key has blocked acquirers
+/// and is looked at ahead of its entry (see `timers::run_due`).
+fn on_due(ctx: &Context, db: i32, key: &[u8], fired: bool) {
+    check_expiry(ctx, db, key, fired);
 }
 
 /// Frees the lease at `key` if its monotonic deadline has passed, else re-arms its timer.
-/// Called for a timer entry that was due (it is gone).
-pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8]) {
+/// `fired`: called for a timer entry that was due (it is gone); else the key's entry is
+/// still pending and its record stays as it is.
+pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8], fired: bool) {
     // Only the primary judges expiry; a replica waits for the primary's FREE effect.
     let before = ffi::selected_db(ctx.ctx);
     if !server::is_primary(ctx) || !ffi::select_db(ctx.ctx, db) {
@@ -451,7 +453,11 @@ pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8]) {
         now,
         Call::default(),
         &Request::Expire,
-        TimerEntry::Fired,
+        if fired {
+            TimerEntry::Fired
+        } else {
+            TimerEntry::Known
+        },
     ) {
         execute(ctx, key.inner, out.effects, now, ffi::CommandArgs::NONE);
     }
