@@ -96,6 +96,39 @@ fn expiry_wakes_a_blocked_acquirer_at_the_deadline_not_before() {
     );
 }
 
+/// Would catch: a renew adding an expiry entry each time (the heap growing with the renew
+/// rate), and a renew to a SHORTER ttl keeping only the old, later entry (the waiter would
+/// then wake at the old deadline, seconds late). Issue 16's timer design.
+#[test]
+fn renews_add_no_expiry_entries_and_a_shorter_renew_still_wakes_on_time() {
+    let s = start();
+    let mut c = s.connection();
+    let t = acquire(&mut c, "k", "leader", 5000).unwrap();
+    assert_eq!(info_field(&mut c, "expiry_timers"), 1);
+    for _ in 0..100 {
+        assert_eq!(renew(&mut c, "k", "leader", t, 5000), 1);
+    }
+    let entries = info_field(&mut c, "expiry_timers");
+    println!("expiry entries after 100 renews: {entries}");
+    assert_eq!(entries, 1, "renews must not add expiry entries");
+    // Shorter: the pending entry (~5 s) is now after the deadline; a new one must be added.
+    let sent = Instant::now();
+    assert_eq!(renew(&mut c, "k", "leader", t, 300), 1);
+    let rx = blocked_acquire(&s, "k", "follower", 5000, 10_000);
+    let (got, at) = rx.recv_timeout(Duration::from_secs(10)).expect("woken");
+    assert!(got.expect("granted at expiry") > t);
+    let since = at.duration_since(sent);
+    println!("woken {since:?} after a renew to 300 ms");
+    assert!(
+        since >= Duration::from_millis(300),
+        "before expiry: {since:?}"
+    );
+    assert!(
+        since < Duration::from_millis(2_000),
+        "woken at the old deadline, not the renewed one: {since:?}"
+    );
+}
+
 #[test]
 fn block_timeout_returns_nil() {
     let s = start();

@@ -20,6 +20,18 @@ pub fn parse_u64(b: &[u8]) -> Option<u64> {
         return None;
     }
     let mut v: u64 = 0;
+    if b.len() <= 19 {
+        // At most 19 digits cannot overflow u64: no checked arithmetic on the hot path
+        // (every token and TTL of every command goes through here).
+        for &c in b {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            v = v * 10 + u64::from(d);
+        }
+        return Some(v);
+    }
     for &c in b {
         if !c.is_ascii_digit() {
             return None;
@@ -193,6 +205,32 @@ mod tests {
         max_ttl_ms: 30_000,
         max_owner_len: 8,
     };
+
+    /// Both paths of `parse_u64` (≤ 19 digits unchecked, 20 checked) agree with the strict
+    /// rule at their edges, and bytes next to the digits in ASCII are refused.
+    #[test]
+    fn parse_u64_edges() {
+        let p = |s: &str| parse_u64(s.as_bytes());
+        assert_eq!(p("0"), Some(0));
+        assert_eq!(p("9999999999999999999"), Some(9_999_999_999_999_999_999));
+        assert_eq!(p("18446744073709551615"), Some(u64::MAX));
+        assert_eq!(p("18446744073709551616"), None);
+        assert_eq!(p("99999999999999999999"), None);
+        for bad in [
+            "",
+            "01",
+            "+1",
+            "-1",
+            "1 ",
+            "/",
+            ":",
+            "1/",
+            "9:",
+            "123456789012345678a",
+        ] {
+            assert_eq!(p(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn integers_are_strict() {

@@ -37,9 +37,18 @@ pub struct Lease {
     token: u64,
     /// Local monotonic deadline in µs. Never persisted or replicated as such (see module doc).
     expires_mono_us: u64,
-    /// Grants ever made on this key (new tokens issued), for LEASE.INFO.
+    /// Grants ever made on this key (new tokens issued), for LEASE.INFO, in bits 0..62.
+    /// Bit 63 (`TIMER_PENDING`) is module bookkeeping, not lease state: "an expiry-timer
+    /// entry is pending for this value at or before `expires_mono_us`". It lets a renew (the
+    /// deadline only moves later) skip the timer entirely; every change that moves the
+    /// deadline earlier clears it (`set_deadline`). Never persisted or replicated. It lives
+    /// in this word because a separate field would grow the value from 40 to 48 bytes
+    /// (`MEMORY USAGE` ≤ 100 for a 27-byte owner); 2^63 grants cannot be reached.
     grants: u64,
 }
+
+const TIMER_PENDING: u64 = 1 << 63;
+const GRANTS_MAX: u64 = TIMER_PENDING - 1;
 
 /// One `LEASE.APPLY`: what a replica or an AOF replays, the decision already taken by the
 /// primary, with an absolute wall-clock expiry, so nobody downstream re-judges it against its own clock.
@@ -84,6 +93,41 @@ pub struct Persisted {
     pub grants: u64,
 }
 
+/// The fields an RDB/DUMP payload holds, read one at a time in order (the module reads them
+/// from Redis' IO; the fuzz target from bytes). `None` = the payload ends or has the wrong
+/// kind of field there.
+pub trait PersistedSource {
+    fn unsigned(&mut self) -> Option<u64>;
+    fn bytes(&mut self) -> Option<Vec<u8>>;
+}
+
+impl Persisted {
+    /// Encoding version 1: unsigned token, unsigned grants, unsigned held (0|1), if held:
+    /// string owner, unsigned expires_wall_ms. `None` for anything a healthy save cannot
+    /// produce (`Lease::from_persisted` then checks the values).
+    pub fn decode_v1(src: &mut impl PersistedSource) -> Option<Persisted> {
+        let token = src.unsigned()?;
+        let grants = src.unsigned()?;
+        let held = match src.unsigned()? {
+            0 => None,
+            1 => {
+                let owner = src.bytes()?;
+                if owner.is_empty() || owner.len() > OWNER_HARD_CAP {
+                    return None;
+                }
+                let wall = src.unsigned()?;
+                Some((owner, wall))
+            }
+            _ => return None,
+        };
+        Some(Persisted {
+            token,
+            held,
+            grants,
+        })
+    }
+}
+
 /// Longest remaining time a lease can legitimately carry: `lease.max-ttl` is capped at
 /// 2^31 ms. Loaded or replicated deadlines beyond it are corrupt (or hostile) input.
 pub const TTL_HARD_CAP_MS: u64 = i32::MAX as u64;
@@ -118,6 +162,34 @@ impl Lease {
         }
     }
 
+    /// Module bookkeeping (see the field `grants`): an expiry-timer entry is pending for
+    /// this value at or before its deadline.
+    pub fn timer_pending(&self) -> bool {
+        self.grants & TIMER_PENDING != 0
+    }
+
+    pub fn set_timer_pending(&mut self, pending: bool) {
+        if pending {
+            self.grants |= TIMER_PENDING;
+        } else {
+            self.grants &= !TIMER_PENDING;
+        }
+    }
+
+    /// Moves the deadline; an earlier one may precede the pending timer entry, which then
+    /// no longer counts (see the field `grants`).
+    fn set_deadline(&mut self, mono_us: u64) {
+        if mono_us < self.expires_mono_us {
+            self.set_timer_pending(false);
+        }
+        self.expires_mono_us = mono_us;
+    }
+
+    fn count_grant(&mut self) {
+        let n = (self.grants & GRANTS_MAX).saturating_add(1).min(GRANTS_MAX);
+        self.grants = (self.grants & TIMER_PENDING) | n;
+    }
+
     pub fn is_held(&self) -> bool {
         !self.owner.is_empty()
     }
@@ -133,7 +205,7 @@ impl Lease {
     }
 
     pub fn grants(&self) -> u64 {
-        self.grants
+        self.grants & GRANTS_MAX
     }
 
     pub fn owner(&self) -> &[u8] {
@@ -199,7 +271,7 @@ impl Lease {
     ) -> Result<Acquire, LeaseError> {
         if self.is_live(now) {
             if &*self.owner == owner {
-                self.expires_mono_us = now.mono_us.saturating_add(ms_to_us(ttl_ms));
+                self.set_deadline(now.mono_us.saturating_add(ms_to_us(ttl_ms)));
                 return Ok(Acquire::Refreshed { token: self.token });
             }
             return Ok(Acquire::Busy);
@@ -214,8 +286,8 @@ impl Lease {
         let token = self.next_token(now, floor)?;
         self.owner = owner.into();
         self.token = token;
-        self.expires_mono_us = now.mono_us.saturating_add(ms_to_us(ttl_ms));
-        self.grants = self.grants.saturating_add(1);
+        self.set_deadline(now.mono_us.saturating_add(ms_to_us(ttl_ms)));
+        self.count_grant();
         Ok(Acquire::Granted { token })
     }
 
@@ -224,7 +296,7 @@ impl Lease {
     /// seen the key free.
     pub fn renew(&mut self, owner: &[u8], token: u64, ttl_ms: u64, now: Now) -> bool {
         if self.is_live(now) && &*self.owner == owner && self.token == token {
-            self.expires_mono_us = now.mono_us.saturating_add(ms_to_us(ttl_ms));
+            self.set_deadline(now.mono_us.saturating_add(ms_to_us(ttl_ms)));
             true
         } else {
             false
@@ -284,11 +356,11 @@ impl Lease {
                 expires_wall_ms,
             } => {
                 if *token != self.token {
-                    self.grants = self.grants.saturating_add(1);
+                    self.count_grant();
                 }
                 self.owner = owner.as_slice().into();
                 self.token = *token;
-                self.expires_mono_us = Self::mono_deadline(*expires_wall_ms, now);
+                self.set_deadline(Self::mono_deadline(*expires_wall_ms, now));
             }
             Apply::Free { token } => {
                 self.owner = Box::new([]);
@@ -331,7 +403,7 @@ impl Lease {
         Persisted {
             token: self.token,
             held,
-            grants: self.grants,
+            grants: self.grants(),
         }
     }
 
@@ -345,7 +417,8 @@ impl Lease {
             owner: Box::new([]),
             token: p.token,
             expires_mono_us: 0,
-            grants: p.grants,
+            // Clamped below the bookkeeping bit (only a hostile payload gets near it).
+            grants: p.grants.min(GRANTS_MAX),
         };
         if let Some((owner, wall)) = p.held {
             let too_far = wall.saturating_sub(now.wall_ms) > TTL_HARD_CAP_MS;
@@ -719,6 +792,39 @@ mod tests {
         // Lowering the config shortens it; 0 ends it at once.
         assert_eq!(g.ms_left(1_000_000 + 5_000_000, 4_000), 0);
         assert_eq!(g.ms_left(1_000_000, 0), 0);
+    }
+
+    /// The timer bookkeeping bit: kept while the deadline moves later (renew), dropped when
+    /// it moves earlier (a shorter renew, a re-grant after release), and invisible in
+    /// `grants` and the persisted form.
+    #[test]
+    fn timer_pending_survives_later_deadlines_only() {
+        let mut l = Lease::new();
+        assert_eq!(
+            l.acquire(b"o", 1000, at(0), 0, 0),
+            Ok(Acquire::Granted { token: l.token })
+        );
+        l.set_timer_pending(true);
+        assert_eq!(l.grants(), 1);
+        assert_eq!(l.to_persisted(at(0)).grants, 1);
+        assert!(l.renew(b"o", l.token, 2000, at(10)));
+        assert!(l.timer_pending(), "later deadline keeps the entry");
+        assert!(l.renew(b"o", l.token, 100, at(20)));
+        assert!(!l.timer_pending(), "earlier deadline drops it");
+        l.set_timer_pending(true);
+        assert!(l.release(b"o", l.token, at(30)));
+        assert!(l.timer_pending(), "release does not move the deadline");
+        assert!(matches!(
+            l.acquire(b"p", 10, at(40), 0, 0),
+            Ok(Acquire::Granted { .. })
+        ));
+        assert!(!l.timer_pending(), "a re-grant ending earlier drops it");
+        assert_eq!(l.grants(), 2);
+        let mut p = l.to_persisted(at(40));
+        p.grants = u64::MAX;
+        let loaded = Lease::from_persisted(p, at(40)).expect("loads");
+        assert!(!loaded.timer_pending());
+        assert_eq!(loaded.grants(), u64::MAX >> 1);
     }
 
     #[test]

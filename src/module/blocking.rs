@@ -131,6 +131,12 @@ fn remove_waiter(db: i32, key: &[u8]) {
     }
 }
 
+/// Up to `max` keys that have blocked acquirers (the expiry timer looks at these first
+/// during an expiry storm).
+pub fn waiter_keys(max: usize) -> Vec<KeyId> {
+    lock(&WAITERS).keys().take(max).cloned().collect()
+}
+
 pub fn blocked_clients() -> u64 {
     lock(&WAITERS).values().map(|&n| n as u64).sum()
 }

@@ -9,6 +9,7 @@
 //! on REDISMODULE_OPTIONS_HANDLE_IO_ERRORS (set at load) so a short or mistyped payload
 //! is an IO error we check, not a server panic.
 
+use crate::lease::state::PersistedSource;
 use crate::lease::state::OWNER_HARD_CAP;
 use crate::lease::{Lease, Persisted};
 use crate::module::guard::guard;
@@ -77,31 +78,23 @@ unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, value: *mut c_void) {
     })
 }
 
+/// Redis' IO as the decoder's field source.
+struct Io(*mut raw::RedisModuleIO);
+
+impl PersistedSource for Io {
+    fn unsigned(&mut self) -> Option<u64> {
+        raw::load_unsigned(self.0).ok()
+    }
+    fn bytes(&mut self) -> Option<Vec<u8>> {
+        let buf = raw::load_string_buffer(self.0).ok()?;
+        let b = buf.as_ref();
+        // Checked before the copy as well: a hostile length is not copied at all.
+        (b.len() <= OWNER_HARD_CAP).then(|| b.to_vec())
+    }
+}
+
 fn load_v1(io: *mut raw::RedisModuleIO) -> Option<Lease> {
-    let token = raw::load_unsigned(io).ok()?;
-    let grants = raw::load_unsigned(io).ok()?;
-    let held = match raw::load_unsigned(io).ok()? {
-        0 => None,
-        1 => {
-            let buf = raw::load_string_buffer(io).ok()?;
-            let owner = buf.as_ref();
-            if owner.is_empty() || owner.len() > OWNER_HARD_CAP {
-                return None;
-            }
-            let owner = owner.to_vec();
-            let wall = raw::load_unsigned(io).ok()?;
-            Some((owner, wall))
-        }
-        _ => return None,
-    };
-    Lease::from_persisted(
-        Persisted {
-            token,
-            held,
-            grants,
-        },
-        ffi::now(),
-    )
+    Lease::from_persisted(Persisted::decode_v1(&mut Io(io))?, ffi::now())
 }
 
 unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {
@@ -186,7 +179,10 @@ unsafe extern "C" fn copy(
     // SAFETY: Redis passes a value of this type (see `lease_ref`).
     match unsafe { lease_ref(value) } {
         Some(lease) => guard(std::ptr::null_mut(), || {
-            Box::into_raw(Box::new(lease.clone())).cast::<c_void>()
+            // The copy has no expiry timer entry of its own yet (`copy_to` arms one).
+            let mut copy = lease.clone();
+            copy.set_timer_pending(false);
+            Box::into_raw(Box::new(copy)).cast::<c_void>()
         }),
         None => std::ptr::null_mut(),
     }

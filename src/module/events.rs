@@ -130,8 +130,8 @@ fn on_cron(ctx: &Context, _hz: u64) {
                 (offset - last) / 1000
             ));
         }
-        for (db, key) in timers::take_due(ctx, now, stepped) {
-            executor::check_expiry(ctx, db, &key);
+        if stepped || timers::overdue(now) {
+            timers::run_due(ctx, stepped);
         }
         if timers::grace_timer_pending()
             && (stepped || crate::module::node::grace_ms_left(now) == 0)

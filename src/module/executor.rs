@@ -15,7 +15,7 @@ use crate::module::blocking::{self, Callbacks};
 use crate::module::guard::guard;
 use crate::module::keys::{self, LeaseKey, Mode};
 use crate::module::table::{Command, COMMANDS};
-use crate::module::timers::{self, TimerData};
+use crate::module::timers;
 use crate::module::{counters, fenced, ffi, node, server};
 use redis_module::{raw, Context, ContextFlags, RedisError, RedisString, RedisValue};
 use std::os::raw::c_int;
@@ -86,11 +86,16 @@ fn run_command(ctx: &Context, spec: &Command, argv: &[*mut raw::RedisModuleStrin
     let now = ffi::now();
     let key = argv[1];
     let mode = if spec.write { Mode::Write } else { Mode::Read };
-    let out = match run_on_key(ctx, key, mode, &node, now, call, &req) {
+    let out = match run_on_key(ctx, key, mode, &node, now, call, &req, TimerEntry::Known) {
         Ok(out) => out,
         Err(e) => return reply(ctx, Reply::Error(e)),
     };
-    execute(ctx, key, out.effects, now);
+    // The arguments after the key: a replicated effect reuses those that carry its bytes.
+    let reuse = ffi::CommandArgs {
+        strings: &argv[2..],
+        bytes: &args[2..],
+    };
+    execute(ctx, key, out.effects, now, reuse);
     if out.reply == Reply::RunFenced {
         // The key handle is closed (end of `run_on_key`) before the inner command runs: that
         // command may touch the very same key.
@@ -127,8 +132,25 @@ fn call_context(ctx: &Context, req: &Request<'_>) -> Call {
     }
 }
 
+/// How a request treats the value's record of a pending expiry-timer entry
+/// (`Lease::timer_pending`: one at or before the deadline).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TimerEntry {
+    /// The record is right: an `ArmTimer` for a value with a pending entry is dropped (a
+    /// renew moves the deadline later: the entry fires early and re-arms).
+    Known,
+    /// An entry for this key has just been handled and is gone. It may not be the one the
+    /// record meant (a stale one, see `timers`): then one entry too many gets added, which
+    /// costs a wake-up, never a missed expiry.
+    Fired,
+    /// The value arrived under a new name or its entries were dropped (RENAME, COPY,
+    /// RESTORE, MOVE, SWAPDB, promotion): whatever it records is not pending here.
+    Forget,
+}
+
 /// Opens `key`, lets the engine decide, stores what it says and closes the key. WRONGTYPE
 /// (another type at the key) is the only error; it happens before any decision.
+#[allow(clippy::too_many_arguments)]
 fn run_on_key(
     ctx: &Context,
     key: *mut raw::RedisModuleString,
@@ -137,20 +159,69 @@ fn run_on_key(
     now: Now,
     call: Call,
     req: &Request<'_>,
+    timer: TimerEntry,
 ) -> Result<Outcome, LeaseError> {
     let mut handle = LeaseKey::open(ctx.ctx, key, mode);
-    let mut out = engine::handle(node, handle.lease()?, now, call, req);
-    if let Store::Create(lease) = std::mem::replace(&mut out.store, Store::Keep) {
-        handle.create(lease)?;
+    let mut lease = handle.lease()?;
+    if let Some(l) = lease.as_deref_mut() {
+        if timer != TimerEntry::Known {
+            l.set_timer_pending(false);
+        }
+    }
+    let fx = SPARE_EFFECTS.with(|c| c.take());
+    let mut out = engine::handle_with(fx, node, lease.as_deref_mut(), now, call, req);
+    if !out
+        .effects
+        .iter()
+        .any(|e| matches!(e, Effect::ArmTimer { .. }))
+    {
+        if let Store::Create(lease) = std::mem::replace(&mut out.store, Store::Keep) {
+            handle.create(lease)?;
+        }
+        return Ok(out);
+    }
+    let lease = match std::mem::replace(&mut out.store, Store::Keep) {
+        Store::Create(new) => {
+            handle.create(new)?;
+            handle.lease()?
+        }
+        Store::Keep => lease,
+    };
+    if let Some(l) = lease {
+        out.effects.retain(|e| match *e {
+            Effect::ArmTimer { .. } => note_timer(l),
+            _ => true,
+        });
     }
     Ok(out)
 }
 
-/// Carries out the effects, in order, for `key` in the context's selected database.
-fn execute(ctx: &Context, key: *mut raw::RedisModuleString, effects: Vec<Effect>, now: Now) {
-    for e in effects {
+/// Whether an `ArmTimer` must add an entry; records it if so. `ArmTimer` is always for the
+/// lease's current deadline, and an entry pending at or before it already guarantees a
+/// look at the key in time (SPEC §7: the expiry check it triggers re-arms for the then
+/// current deadline; `Lease::set_deadline` drops the record when the deadline moves
+/// earlier).
+fn note_timer(l: &mut crate::lease::Lease) -> bool {
+    if l.timer_pending() {
+        return false;
+    }
+    l.set_timer_pending(true);
+    true
+}
+
+/// Carries out the effects, in order, for `key` in the context's selected database. `args`:
+/// the command's arguments after the key (empty for callbacks), see `ffi::replicate_effect`.
+fn execute(
+    ctx: &Context,
+    key: *mut raw::RedisModuleString,
+    effects: Vec<Effect>,
+    now: Now,
+    args: ffi::CommandArgs<'_>,
+) {
+    let mut effects = effects;
+    for e in effects.drain(..) {
         match e {
-            Effect::Replicate(apply) => ffi::replicate_effect(ctx.ctx, key, &apply),
+            Effect::Replicate(apply) => ffi::replicate_effect(ctx.ctx, key, &apply, args),
             Effect::ReplicateVerbatim => ffi::replicate_verbatim(ctx.ctx),
             Effect::Notify(event) => ffi::notify(ctx.ctx, event, key),
             Effect::WakeWaiters => ffi::signal_ready(ctx.ctx, key),
@@ -160,7 +231,7 @@ fn execute(ctx: &Context, key: *mut raw::RedisModuleString, effects: Vec<Effect>
                 RedisString::string_as_slice(key),
                 deadline_mono_us,
                 now,
-                on_expiry_timer,
+                on_due,
             ),
             Effect::Block {
                 owner,
@@ -171,6 +242,17 @@ fn execute(ctx: &Context, key: *mut raw::RedisModuleString, effects: Vec<Effect>
             Effect::ObserveToken(t) => node::observe_token(t),
         }
     }
+    // Kept for the next command (an unusually long list is let go).
+    if effects.capacity() <= 16 {
+        SPARE_EFFECTS.with(|c| c.set(effects));
+    }
+}
+
+thread_local! {
+    /// The last command's (emptied) effect list, reused by the next: Redis runs every
+    /// module callback on its main thread. A nested command (FENCE running a lease command)
+    /// finds it taken and builds its own.
+    static SPARE_EFFECTS: std::cell::Cell<Vec<Effect>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Sends the reply; returns the status a command function returns.
@@ -299,9 +381,10 @@ unsafe extern "C" fn on_ready(
             now,
             call,
             &req,
+            TimerEntry::Known,
         ) {
             Ok(out) => {
-                execute(&context, key, out.effects, now);
+                execute(&context, key, out.effects, now, ffi::CommandArgs::NONE);
                 reply(&context, out.reply)
             }
             Err(e) => reply(&context, Reply::Error(e)),
@@ -344,16 +427,16 @@ unsafe extern "C" fn free_waiter(
 // ---------------------------------------------------------------------------------------
 // Expiry
 
-fn on_expiry_timer(ctx: &Context, data: TimerData) {
-    guard((), || {
-        timers::fired(&data);
-        check_expiry(ctx, data.db, &data.key);
-    })
+/// An expiry-timer entry for (db, key) is due (`fired`), or the key has blocked acquirers
+/// and is looked at ahead of its entry (see `timers::run_due`).
+fn on_due(ctx: &Context, db: i32, key: &[u8], fired: bool) {
+    check_expiry(ctx, db, key, fired);
 }
 
 /// Frees the lease at `key` if its monotonic deadline has passed, else re-arms its timer.
-/// The caller has already forgotten the key's timer.
-pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8]) {
+/// `fired`: called for a timer entry that was due (it is gone); else the key's entry is
+/// still pending and its record stays as it is.
+pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8], fired: bool) {
     // Only the primary judges expiry; a replica waits for the primary's FREE effect.
     let before = ffi::selected_db(ctx.ctx);
     if !server::is_primary(ctx) || !ffi::select_db(ctx.ctx, db) {
@@ -370,8 +453,13 @@ pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8]) {
         now,
         Call::default(),
         &Request::Expire,
+        if fired {
+            TimerEntry::Fired
+        } else {
+            TimerEntry::Known
+        },
     ) {
-        execute(ctx, key.inner, out.effects, now);
+        execute(ctx, key.inner, out.effects, now, ffi::CommandArgs::NONE);
     }
     ffi::select_db(ctx.ctx, before);
 }
@@ -388,8 +476,9 @@ pub fn rearm_key(ctx: &Context, key_name: &[u8]) {
         now,
         Call::default(),
         &Request::Rearm,
+        TimerEntry::Forget,
     ) {
-        execute(ctx, key.inner, out.effects, now);
+        execute(ctx, key.inner, out.effects, now, ffi::CommandArgs::NONE);
     }
 }
 
@@ -407,18 +496,33 @@ pub fn rearm_all(ctx: &Context) {
             continue;
         }
         // Decided during the scan, carried out after it (timers are not created while Redis
-        // iterates the keyspace for us).
+        // iterates the keyspace for us). Expiry entries, the only effect of `Rearm` in
+        // practice, go into the heap in one batch without opening each key again (issue 16:
+        // promotion with 1M leases took 4.4 s through `execute` one key at a time).
+        let mut entries: Vec<(u64, Box<[u8]>)> = vec![];
         let mut todo: Vec<(Vec<u8>, Vec<Effect>)> = vec![];
         keys::scan_leases(ctx.ctx, &mut |name, lease| {
-            let out = engine::handle(&node, Some(lease), now, Call::default(), &Request::Rearm);
+            // Forced: after loading, promotion or SWAPDB no entry is pending for any lease.
+            lease.set_timer_pending(false);
+            let mut out = engine::handle(&node, Some(lease), now, Call::default(), &Request::Rearm);
+            out.effects.retain(|e| match *e {
+                Effect::ArmTimer { deadline_mono_us } => {
+                    if note_timer(lease) {
+                        entries.push((deadline_mono_us, name.into()));
+                    }
+                    false
+                }
+                _ => true,
+            });
             if !out.effects.is_empty() {
                 todo.push((name.to_vec(), out.effects));
             }
         });
+        found += entries.len();
+        timers::add_many(ctx, db, entries, now, on_due);
         for (name, effects) in todo {
             let key = ffi::string(ctx.ctx, &name);
-            execute(ctx, key.inner, effects, now);
-            found += 1;
+            execute(ctx, key.inner, effects, now, ffi::CommandArgs::NONE);
         }
     }
     ffi::select_db(ctx.ctx, before);

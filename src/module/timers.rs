@@ -1,127 +1,185 @@
 //! Expiry timers (SPEC §7: waiters wake at the expiry instant, not on a poll) and the
-//! grace-end timer. One expiry timer per held lease key, at (or before) its deadline; what
-//! happens when one fires is the executor's (`executor::on_expiry_timer`, passed in), so this
-//! file does not depend on it.
+//! grace-end timer.
+//!
+//! Expiry: one min-heap of `(fire instant, db, key)` entries under ONE Redis module timer,
+//! armed for the earliest entry (issue 16: a Redis timer per lease cost ~250 bytes and a
+//! radix-tree insert per lease, and a renew paid a map lookup). An entry is only a promise to
+//! look at the key then: what happens is the executor's (`executor::check_expiry`, passed in
+//! as `OnDue`), so this file does not depend on it. Entries are never removed early:
+//! - a renew only moves the deadline later, so it adds nothing (the lease value remembers its
+//!   pending entry, `Lease::timer_pending`, see `executor::run_on_key`); the entry fires
+//!   early and the expiry check re-arms for the current deadline;
+//! - an entry whose key was deleted, released or re-granted fires and finds nothing due.
+//!
+//! Due entries are handled in batches of at most `BATCH_BUDGET_US` of work; if more are due
+//! the timer is re-armed at 0 ms, so Redis serves clients between batches and an expiry storm
+//! (100,000 leases with the same deadline) does not stall the event loop for its whole length.
 
 use crate::lease::Now;
 use crate::module::guard::{guard, lock};
 use crate::module::{blocking, ffi, node};
 use redis_module::{Context, RedisModuleTimerID};
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-pub type KeyId = (i32, Vec<u8>);
+/// (fire instant in monotonic µs, db, key). Ordered by instant first.
+type Entry = (u64, i32, Box<[u8]>);
 
-pub struct Armed {
-    id: RedisModuleTimerID,
-    fire_mono_us: u64,
-    gen: u64,
+/// Called for each due entry: (ctx, db, key, true), and for keys with blocked acquirers
+/// ahead of their entries: (ctx, db, key, false) = expire it if it is due, nothing else.
+pub type OnDue = fn(&Context, i32, &[u8], bool);
+
+struct Wheel {
+    heap: BinaryHeap<Reverse<Entry>>,
+    /// The Redis timer and the monotonic instant it was armed for.
+    timer: Option<(RedisModuleTimerID, u64)>,
+    on_due: Option<OnDue>,
 }
-
-/// What an expiry timer carries to its callback.
-pub struct TimerData {
-    pub db: i32,
-    pub key: Vec<u8>,
-    gen: u64,
-}
-
-pub type OnFire = fn(&Context, TimerData);
 
 lazy_static::lazy_static! {
-    static ref TIMERS: Mutex<HashMap<KeyId, Armed>> = Mutex::new(HashMap::new());
+    static ref EXPIRY: Mutex<Wheel> = Mutex::new(Wheel {
+        heap: BinaryHeap::new(),
+        timer: None,
+        on_due: None,
+    });
     static ref GRACE_TIMER: Mutex<Option<RedisModuleTimerID>> = Mutex::new(None);
 }
 const MAX_TIMER_MS: u64 = 86_400_000;
-static TIMER_GEN: AtomicU64 = AtomicU64::new(0);
+/// Work per timer callback before yielding to the event loop (µs of monotonic time).
+const BATCH_BUDGET_US: u64 = 2_000;
+/// Keys with blocked acquirers looked at first in each batch (SPEC §7: a waiter wakes at
+/// its lease's expiry, also when 100,000 other leases expire in the same millisecond and
+/// its key's entry would come up only a few batches later).
+const WAITER_KEYS_FIRST: usize = 256;
+/// The clock is read once per this many entries while handling a batch.
+const CLOCK_EVERY: usize = 32;
 
-/// Makes sure a timer fires no later than `deadline_mono_us` for this key. A timer that
-/// fires early (the lease was renewed meanwhile) just re-arms itself for the new deadline,
-/// so a renew never has to touch the timer: one timer per lease, whatever the renew rate.
-pub fn ensure(
-    ctx: &Context,
-    db: i32,
-    key: &[u8],
-    deadline_mono_us: u64,
-    now: Now,
-    on_fire: OnFire,
-) {
-    let mut timers = lock(&TIMERS);
-    let id = (db, key.to_vec());
-    if let Some(a) = timers.get(&id) {
-        if a.fire_mono_us <= deadline_mono_us {
+/// Adds an entry: the key is looked at no later than `deadline_mono_us`. The caller has
+/// already decided that no entry for this key is pending in time (`Lease::timer_pending`).
+pub fn ensure(ctx: &Context, db: i32, key: &[u8], deadline_mono_us: u64, now: Now, on_due: OnDue) {
+    let mut w = lock(&EXPIRY);
+    w.on_due = Some(on_due);
+    w.heap.push(Reverse((deadline_mono_us, db, key.into())));
+    arm(ctx, &mut w, now.mono_us);
+}
+
+/// `ensure` for many keys of one db at once (re-arming after loading, promotion, SWAPDB).
+pub fn add_many(ctx: &Context, db: i32, entries: Vec<(u64, Box<[u8]>)>, now: Now, on_due: OnDue) {
+    if entries.is_empty() {
+        return;
+    }
+    let mut w = lock(&EXPIRY);
+    w.on_due = Some(on_due);
+    w.heap
+        .extend(entries.into_iter().map(|(at, key)| Reverse((at, db, key))));
+    arm(ctx, &mut w, now.mono_us);
+}
+
+/// Arms the one Redis timer for the earliest entry, unless it is already armed no later.
+fn arm(ctx: &Context, w: &mut Wheel, now_mono_us: u64) {
+    let Some(Reverse((first, _, _))) = w.heap.peek() else {
+        return;
+    };
+    let first = *first;
+    if let Some((id, at)) = w.timer {
+        if at <= first {
             return;
         }
-        let _ = ctx.stop_timer::<TimerData>(a.id);
+        let _ = ctx.stop_timer::<()>(id);
+        w.timer = None;
     }
     // Round up: firing a little late costs at most a millisecond of wake-up latency, firing
     // early only costs a re-arm. Capped (a day) so no input can overflow the timer API; a
     // farther deadline is simply re-armed when the timer fires.
-    let delay_ms = deadline_mono_us
-        .saturating_sub(now.mono_us)
+    let delay_ms = first
+        .saturating_sub(now_mono_us)
         .div_ceil(1000)
         .min(MAX_TIMER_MS);
-    let gen = TIMER_GEN.fetch_add(1, Ordering::Relaxed);
-    let data = TimerData {
-        db,
-        key: key.to_vec(),
-        gen,
-    };
-    let tid = ctx.create_timer(Duration::from_millis(delay_ms), on_fire, data);
-    timers.insert(
-        id,
-        Armed {
-            id: tid,
-            fire_mono_us: now.mono_us.saturating_add(delay_ms * 1000),
-            gen,
-        },
-    );
+    let id = ctx.create_timer(Duration::from_millis(delay_ms), on_timer, ());
+    w.timer = Some((id, now_mono_us.saturating_add(delay_ms * 1000)));
 }
 
-/// A timer fired: forget it unless a newer one replaced it meanwhile.
-pub fn fired(data: &TimerData) {
-    let mut timers = lock(&TIMERS);
-    let id = (data.db, data.key.clone());
-    if timers.get(&id).map(|a| a.gen) == Some(data.gen) {
-        timers.remove(&id);
+fn on_timer(ctx: &Context, _: ()) {
+    guard((), || {
+        // This timer has fired: nothing to stop.
+        lock(&EXPIRY).timer = None;
+        run_due(ctx, false);
+    })
+}
+
+/// Handles due entries for at most one batch budget, then re-arms the timer: at 0 ms if due
+/// entries remain, else for the earliest entry. `restart`: drop the Redis timer first (after
+/// a wall-clock step it fires at the wrong time; the entries themselves are monotonic).
+pub fn run_due(ctx: &Context, restart: bool) {
+    if restart {
+        if let Some((id, _)) = lock(&EXPIRY).timer.take() {
+            let _ = ctx.stop_timer::<()>(id);
+        }
     }
+    let start = ffi::now().mono_us;
+    let mut now = start;
+    let first = {
+        let w = lock(&EXPIRY);
+        match w.heap.peek() {
+            Some(Reverse((at, _, _))) if *at <= now => w.on_due,
+            _ => None,
+        }
+    };
+    if let Some(on_due) = first {
+        for (db, key) in blocking::waiter_keys(WAITER_KEYS_FIRST) {
+            on_due(ctx, db, &key, false);
+        }
+    }
+    let mut n = 0usize;
+    loop {
+        if n > 0 && n.is_multiple_of(CLOCK_EVERY) {
+            now = ffi::now().mono_us;
+            if now.saturating_sub(start) >= BATCH_BUDGET_US {
+                break;
+            }
+        }
+        // Popped under the lock, handled without it: the handler may add entries.
+        let (entry, on_due) = {
+            let mut w = lock(&EXPIRY);
+            if !matches!(w.heap.peek(), Some(Reverse((at, _, _))) if *at <= now) {
+                break;
+            }
+            (w.heap.pop(), w.on_due)
+        };
+        let (Some(Reverse((_, db, key))), Some(on_due)) = (entry, on_due) else {
+            break;
+        };
+        n += 1;
+        on_due(ctx, db, &key, true);
+    }
+    let mut w = lock(&EXPIRY);
+    // Entries still due (budget spent): a 0 ms timer lets Redis serve clients first.
+    arm(ctx, &mut w, ffi::now().mono_us);
 }
 
-/// Drops every expiry timer (on demotion to replica: replicas never judge expiry, the
-/// primary's `FREE` effects do; and before re-arming everything after SWAPDB).
+/// Drops every expiry entry (on demotion to replica: replicas never judge expiry, the
+/// primary's `FREE` effects do; and before re-arming everything after SWAPDB). Leases keep
+/// their `timer_pending` record: every path that arms again afterwards clears it first
+/// (`executor::rearm_all` / `rearm_key`).
 pub fn stop_all(ctx: &Context) {
-    let all: Vec<Armed> = lock(&TIMERS).drain().map(|(_, a)| a).collect();
-    for a in all {
-        let _ = ctx.stop_timer::<TimerData>(a.id);
+    let mut w = lock(&EXPIRY);
+    w.heap.clear();
+    w.heap.shrink_to_fit();
+    if let Some((id, _)) = w.timer.take() {
+        let _ = ctx.stop_timer::<()>(id);
     }
 }
 
-/// Removes and stops the timers due by `now` (every timer if `all`): the cron safety net
-/// handles them itself. Entries in the map always belong to timers that have not fired, so
-/// stopping them here never double-handles an expiry.
-pub fn take_due(ctx: &Context, now: Now, all: bool) -> Vec<KeyId> {
-    let due: Vec<(KeyId, Armed)> = {
-        let mut timers = lock(&TIMERS);
-        let ids: Vec<KeyId> = timers
-            .iter()
-            .filter(|(_, a)| all || a.fire_mono_us <= now.mono_us)
-            .map(|(id, _)| id.clone())
-            .collect();
-        ids.into_iter()
-            .filter_map(|id| timers.remove(&id).map(|a| (id, a)))
-            .collect()
-    };
-    due.into_iter()
-        .map(|(id, armed)| {
-            let _ = ctx.stop_timer::<TimerData>(armed.id);
-            id
-        })
-        .collect()
+/// Pending expiry entries (`INFO lease` `lease_expiry_timers`): about one per held lease.
+pub fn armed() -> usize {
+    lock(&EXPIRY).heap.len()
 }
 
-pub fn armed() -> usize {
-    lock(&TIMERS).len()
+/// Whether the earliest entry's instant has passed (the cron safety net then runs a batch).
+pub fn overdue(now: Now) -> bool {
+    matches!(lock(&EXPIRY).heap.peek(), Some(Reverse((at, _, _))) if *at <= now.mono_us)
 }
 
 // ---------------------------------------------------------------------------------------
