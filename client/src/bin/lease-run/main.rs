@@ -46,9 +46,9 @@ releases and campaigns again (after --restart-delay).";
 #[derive(Parser, Debug)]
 #[command(name = "lease-run", version, about = "Run a command only while holding a redis-lease lease", after_help = AFTER_HELP)]
 struct Cli {
-    /// Redis URL.
+    /// Redis URL. Repeat it (3 or 5 independent primaries) for quorum mode (docs/quorum.md).
     #[arg(long, env = "LEASE_REDIS", default_value = "redis://127.0.0.1:6379/")]
-    redis: String,
+    redis: Vec<String>,
     /// Lease key.
     #[arg(long)]
     key: String,
@@ -187,7 +187,7 @@ fn main() {
 }
 
 fn config(cli: &Cli) -> ElectorConfig {
-    let mut c = ElectorConfig::new(cli.redis.clone(), cli.key.clone(), cli.ttl)
+    let mut c = ElectorConfig::new(cli.redis[0].clone(), cli.key.clone(), cli.ttl)
         .with_drift(cli.drift)
         .with_block_timeout(cli.block_timeout)
         .with_backoff(
@@ -223,7 +223,7 @@ async fn run(cli: Cli) -> i32 {
             .kill_after
             .unwrap_or(cfg.stop_budget.saturating_sub(kill_margin)),
     };
-    let mut elector = match Elector::new(cfg) {
+    let mut elector = match Elector::with_nodes(cfg, &cli.redis) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("lease-run: {e}");
