@@ -13,6 +13,7 @@ use std::process::ExitCode;
 mod args;
 mod elector;
 mod orchestrate;
+mod quorum;
 
 use args::Args;
 
@@ -28,7 +29,11 @@ usage:
                         [--mode safe|ignore-deadline]
 --elector-cmd runs PROGRAM ARGS --id --redis --resource --out --ttl-ms --key --mode for each
 elector instead of `lease-harness elector` (any language's elector; docs/conformance.md).
-faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump (default: all)";
+faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump (default: all)
+  lease-harness run --topology quorum3|quorum5 [--quorum-control correct|no-unify|minority]
+                    [--skew-ms MS] ... (quorum mode, docs/quorum.md; faults: kill pause
+                    partition split resign node-kill node-restart node-restart-aof
+                    node-partition node-pause node-clock-jump)";
 
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().skip(1).collect();
@@ -37,8 +42,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let sub = argv.remove(0);
+    let quorum = quorum::wanted(&argv);
     let args = Args::new(argv);
     let res = match sub.as_str() {
+        "run" if quorum => quorum::main(args),
         "run" => orchestrate::main(args),
         "elector" => elector::main(args),
         "resource" => resource_main(args),
