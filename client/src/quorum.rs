@@ -263,7 +263,7 @@ impl Transport for QuorumTransport {
                 },
             )
             .await;
-        match qd::after_acquire(self.control, &replies) {
+        match qd::after_acquire(self.control, &replies, fastrand::usize(..)) {
             AfterAcquire::Raise { target, nodes } => {
                 let confirmed = self
                     .round(

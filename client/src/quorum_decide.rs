@@ -19,8 +19,9 @@ pub enum QuorumControl {
     /// The protocol as documented.
     #[default]
     Correct,
-    /// Skip the raise: act on the token of the first node that granted, renew each node with
-    /// its own token (breaks "one token per reign, above every earlier one").
+    /// Skip the raise: act on the token of any one granting node (`pick`, random), as a client
+    /// that fences with "the grant it saw first" would; renew each node with its own token
+    /// (breaks "one token per reign, above every earlier one").
     NoUnify,
     /// Lead on a single grant (breaks "any two majorities intersect").
     Minority,
@@ -83,7 +84,12 @@ pub enum NotLeading {
 /// Why the maximum: every node of the previous reign's raise-majority has that reign's token
 /// as its watermark, any majority contains one of them, and that node only grants above it;
 /// the maximum over our majority is therefore above every earlier reign's token.
-pub fn after_acquire(control: QuorumControl, replies: &[NodeReply<Option<u64>>]) -> AfterAcquire {
+/// `pick` only matters for the `NoUnify` control (which grant it acts on, modulo the count).
+pub fn after_acquire(
+    control: QuorumControl,
+    replies: &[NodeReply<Option<u64>>],
+    pick: usize,
+) -> AfterAcquire {
     let n = replies.len();
     let need = control.need(n);
     let granted: Vec<(usize, u64)> = replies
@@ -101,7 +107,7 @@ pub fn after_acquire(control: QuorumControl, replies: &[NodeReply<Option<u64>>])
                 per_node[i] = Some(t);
             }
             return AfterAcquire::ActUnified {
-                token: granted[0].1,
+                token: granted[pick % granted.len()].1,
                 per_node,
             };
         }
@@ -298,17 +304,17 @@ mod tests {
                 },
             ),
             (
-                "control no-unify: first granter's token, no raise",
+                "control no-unify: the picked granter's token (pick 7 % 2 = the second), no raise",
                 NoUnify,
                 vec![None, G(50), G(20)],
                 ActUnified {
-                    token: 50,
+                    token: 20,
                     per_node: vec![None, Some(50), Some(20)],
                 },
             ),
         ];
         for (name, control, replies, want) in cases {
-            assert_eq!(after_acquire(control, &replies), want, "{name}");
+            assert_eq!(after_acquire(control, &replies, 7), want, "{name}");
         }
     }
 
