@@ -36,7 +36,7 @@ async fn wait_leader(rx: &tokio::sync::watch::Receiver<Leadership>, within: Dura
 /// leader that keeps leading without a majority, a release that misses a node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quorum_round_unifies_tokens_survives_a_minority_and_releases_everywhere() {
-    let mut nodes = vec![node(), node(), node()];
+    let mut nodes = [node(), node(), node()];
     // Node 2 has issued a much higher token before (its wall clock ran ahead, say): the
     // reign's token must be above it, and every node must carry it.
     let far = {
