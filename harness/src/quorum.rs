@@ -12,7 +12,11 @@
 //! Node faults: `node-kill` (kill -9, down 1.5..3 TTL, restart with its AOF),
 //! `node-restart` (kill -9, data wiped, restart: lost state, grace), `node-restart-aof`
 //! (kill -9, restart at once with AOF everysec), `node-partition` (every elector cut from
-//! it), `node-pause` (SIGSTOP), `node-clock-jump` (wall clock ±10..120 min under libfaketime).
+//! it), `node-pause` (SIGSTOP), `node-clock-jump` (wall clock ±10..120 min under libfaketime),
+//! `node-failover` (the node's replica is cut off, in half of the cases the leader resigns
+//! meanwhile so that the replica misses a grant and its raise, then the node is killed and
+//! the replica promoted; every elector's proxy for that node moves to it; only with
+//! `--node-replicas`, which gives every node a replica).
 //! Elector faults: `kill`, `pause`, `partition` (cut from every node), `split` (the leader
 //! cut from a random majority of nodes), `resign`.
 //!
@@ -45,6 +49,7 @@ pub const FAULTS: &[&str] = &[
     "node-partition",
     "node-pause",
     "node-clock-jump",
+    "node-failover",
 ];
 
 const KEY: &str = "chaos:leader";
@@ -74,6 +79,7 @@ struct Config {
     module: PathBuf,
     control: String,
     skew_ms: u64,
+    node_replicas: bool,
     server_bin: String,
     faketime: Option<(PathBuf, PathBuf)>,
 }
@@ -103,6 +109,7 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         .value("--quorum-control")?
         .unwrap_or_else(|| "correct".into());
     let skew_ms = args.parsed("--skew-ms", 0u64)?;
+    let node_replicas = args.flag("--node-replicas");
     let module = match args.value("--module")? {
         Some(m) => PathBuf::from(m),
         None => {
@@ -165,6 +172,7 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         module,
         control,
         skew_ms,
+        node_replicas,
         server_bin: std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into()),
         faketime,
     };
@@ -278,6 +286,8 @@ struct Node {
     grace_ms: u64,
     /// (libfaketime control file, library, base offset in seconds).
     faketime: Option<(PathBuf, PathBuf, f64)>,
+    /// Port of the proxy this node replicates through (a replica), if any.
+    replica_of: Option<u16>,
     child: Option<Child>,
 }
 
@@ -329,6 +339,9 @@ impl Node {
             .arg("--loadmodule")
             .arg(&self.module)
             .args(["lease.grace-ms", &self.grace_ms.to_string()]);
+        if let Some(p) = self.replica_of {
+            cmd.args(["--replicaof", "127.0.0.1", &p.to_string()]);
+        }
         if let Some((f, lib, _)) = &self.faketime {
             // Only the wall clock is faked; the monotonic clock (lease expiry) stays real.
             cmd.env("LD_PRELOAD", lib)
@@ -491,6 +504,72 @@ struct Run<'a> {
     resource_addr: String,
     slots: Vec<Slot>,
     nodes: Vec<Node>,
+    /// With `--node-replicas`: node k's replica and the proxy its replication link runs
+    /// through (cutting the link makes it miss grants; freezing the process would not, the
+    /// kernel would buffer the stream).
+    replicas: Vec<Option<(Node, Proxy)>>,
+    next_server: u32,
+}
+
+/// A new node process description (not started) in the run folder.
+fn new_node(
+    cfg: &Config,
+    dir: &Path,
+    name: &str,
+    skewed: bool,
+    replica_of: Option<u16>,
+) -> Result<Node, String> {
+    let ndir = dir.join(format!("redis-{name}"));
+    std::fs::create_dir_all(&ndir).map_err(|e| e.to_string())?;
+    // The skewed node's wall clock runs `skew_ms` ahead (a static disagreement).
+    let base = if skewed {
+        cfg.skew_ms as f64 / 1000.0
+    } else {
+        0.0
+    };
+    let (bin, faketime) = match &cfg.faketime {
+        Some((bin, lib)) => {
+            let f = ndir.join("faketime.rc");
+            std::fs::write(&f, format!("{base:+}\n")).map_err(|e| e.to_string())?;
+            (bin.display().to_string(), Some((f, lib.clone(), base)))
+        }
+        None => (cfg.server_bin.clone(), None),
+    };
+    Ok(Node {
+        name: name.into(),
+        port: free_port()?,
+        dir: ndir,
+        bin,
+        module: cfg.module.clone(),
+        grace_ms: cfg.grace_ms,
+        faketime,
+        replica_of,
+        child: None,
+    })
+}
+
+/// A replica of the node at `primary`, replicating through a proxy; `None` if its link did not
+/// come up within 10 s (failovers of that node are then skipped and recorded as such).
+async fn start_replica(
+    cfg: &Config,
+    dir: &Path,
+    name: &str,
+    skewed: bool,
+    primary: SocketAddr,
+) -> Result<Option<(Node, Proxy)>, String> {
+    let link = Proxy::start(primary).await.map_err(|e| e.to_string())?;
+    let mut r = new_node(cfg, dir, name, skewed, Some(link.addr().port()))?;
+    r.start().await?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(redis::Value::BulkString(b)) = r.query(&["INFO", "replication"]) {
+            if String::from_utf8_lossy(&b).contains("master_link_status:up") {
+                return Ok(Some((r, link)));
+            }
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+    Ok(None)
 }
 
 impl Run<'_> {
@@ -736,6 +815,77 @@ impl Run<'_> {
                     None,
                 );
             }
+            "node-failover" => {
+                let Some((replica, link)) = self.replicas.get_mut(node).and_then(|r| r.take())
+                else {
+                    self.fault(
+                        kind,
+                        t,
+                        &node_name,
+                        String::new(),
+                        Some("no replica (--node-replicas)".into()),
+                    );
+                    return Ok(());
+                };
+                let lag = self.rand_ttl(0.3, 2.0);
+                let lose_grant = self.rng.bool();
+                link.set_mode(Mode::Blackhole);
+                let frozen_at = Instant::now();
+                let mut handed_over = String::new();
+                if lose_grant {
+                    if let Some(i) = leader {
+                        handed_over = self.slot_id(i);
+                        if let Some(mut p) = self.slots[i].proc.take() {
+                            p.stop(Duration::from_secs(5)).await;
+                        }
+                        self.spawn_elector(i)?;
+                    }
+                }
+                sleep(
+                    lag.saturating_sub(frozen_at.elapsed())
+                        .max(Duration::from_millis(50)),
+                )
+                .await;
+                self.nodes[node].kill9();
+                drop(link);
+                let mut promoted = false;
+                for _ in 0..50 {
+                    if replica.query(&["REPLICAOF", "NO", "ONE"]).is_ok() {
+                        promoted = true;
+                        break;
+                    }
+                    sleep(Duration::from_millis(20)).await;
+                }
+                if !promoted {
+                    return Err(format!("replica of {node_name} refused REPLICAOF NO ONE"));
+                }
+                for s in &self.slots {
+                    s.proxies[node].retarget(replica.addr());
+                }
+                let mut replica = replica;
+                // A primary now: a later restart must not make it a replica of the dead one.
+                replica.replica_of = None;
+                let new_name = replica.name.clone();
+                let old = std::mem::replace(&mut self.nodes[node], replica);
+                drop(old);
+                self.fault(
+                    kind,
+                    t,
+                    &node_name,
+                    format!(
+                        "replica {new_name} cut off {} ms{}, node kill -9, replica promoted",
+                        frozen_at.elapsed().as_millis(),
+                        if handed_over.is_empty() { String::new() } else { format!(", {handed_over} resigned meanwhile (that grant and raise are lost on this node)") }
+                    ),
+                    None,
+                );
+                let name = format!("r{}", self.next_server);
+                self.next_server += 1;
+                let skewed = node + 1 == n;
+                let addr = self.nodes[node].addr();
+                self.replicas[node] =
+                    start_replica(self.cfg, &self.dir, &name, skewed, addr).await?;
+            }
             "none" => sleep(self.ttl(2.0)).await,
             other => return Err(format!("unknown fault {other}")),
         }
@@ -748,35 +898,16 @@ async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), St
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let rng = fastrand::Rng::with_seed(seed);
     let mut nodes = vec![];
+    let mut replicas = vec![];
     for k in 0..cfg.nodes {
-        let name = format!("n{k}");
-        let ndir = dir.join(format!("redis-{name}"));
-        std::fs::create_dir_all(&ndir).map_err(|e| e.to_string())?;
-        // The last node's wall clock runs `skew_ms` ahead (a static disagreement).
-        let base = if k + 1 == cfg.nodes {
-            cfg.skew_ms as f64 / 1000.0
-        } else {
-            0.0
-        };
-        let (bin, faketime) = match &cfg.faketime {
-            Some((bin, lib)) => {
-                let f = ndir.join("faketime.rc");
-                std::fs::write(&f, format!("{base:+}\n")).map_err(|e| e.to_string())?;
-                (bin.display().to_string(), Some((f, lib.clone(), base)))
-            }
-            None => (cfg.server_bin.clone(), None),
-        };
-        let mut node = Node {
-            name,
-            port: free_port()?,
-            dir: ndir,
-            bin,
-            module: cfg.module.clone(),
-            grace_ms: cfg.grace_ms,
-            faketime,
-            child: None,
-        };
+        let skewed = k + 1 == cfg.nodes;
+        let mut node = new_node(cfg, dir, &format!("n{k}"), skewed, None)?;
         node.start().await?;
+        replicas.push(if cfg.node_replicas {
+            start_replica(cfg, dir, &format!("n{k}r"), skewed, node.addr()).await?
+        } else {
+            None
+        });
         nodes.push(node);
     }
     let (resource, resource_addr) = spawn_resource(dir, cfg.fence)?;
@@ -802,6 +933,8 @@ async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), St
         resource_addr,
         slots,
         nodes,
+        replicas,
+        next_server: 0,
     };
     r.record(RunEvent::RunStart {
         t: mono_ns(),
