@@ -30,10 +30,11 @@ usage:
 --elector-cmd runs PROGRAM ARGS --id --redis --resource --out --ttl-ms --key --mode for each
 elector instead of `lease-harness elector` (any language's elector; docs/conformance.md).
 faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump (default: all)
-  lease-harness run --topology quorum3|quorum5 [--quorum-control correct|no-unify|minority]
+  lease-harness run --topology quorum1|quorum3|quorum5 [--quorum-control correct|no-unify|minority]
                     [--skew-ms MS] [--node-replicas] ... (quorum mode, docs/quorum.md;
                     faults: kill pause partition split resign node-kill node-restart
-                    node-restart-aof node-partition node-pause node-clock-jump node-failover)";
+                    node-restart-aof node-partition node-pause node-clock-jump node-failover
+                    node-split-brain)";
 
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().skip(1).collect();

@@ -16,7 +16,11 @@
 //! `node-failover` (the node's replica is cut off, in half of the cases the leader resigns
 //! meanwhile so that the replica misses a grant and its raise, then the node is killed and
 //! the replica promoted; every elector's proxy for that node moves to it; only with
-//! `--node-replicas`, which gives every node a replica).
+//! `--node-replicas`, which gives every node a replica), `node-split-brain` (the same, but the
+//! old node stays up: even electors keep talking to it and odd ones are moved to the
+//! promoted replica for 2..3 TTL, then the old node is killed). `--topology quorum1` is the
+//! single-primary protocol in this same harness (one URL: the ordinary client), for side by
+//! side runs of these faults.
 //! Elector faults: `kill`, `pause`, `partition` (cut from every node), `split` (the leader
 //! cut from a random majority of nodes), `resign`.
 //!
@@ -50,6 +54,7 @@ pub const FAULTS: &[&str] = &[
     "node-pause",
     "node-clock-jump",
     "node-failover",
+    "node-split-brain",
 ];
 
 const KEY: &str = "chaos:leader";
@@ -87,9 +92,10 @@ struct Config {
 pub fn main(mut args: Args) -> Result<ExitCode, String> {
     let topology = args.required("--topology")?;
     let nodes: usize = match topology.as_str() {
+        "quorum1" => 1,
         "quorum3" => 3,
         "quorum5" => 5,
-        t => return Err(format!("unknown --topology {t} (quorum3|quorum5)")),
+        t => return Err(format!("unknown --topology {t} (quorum1|quorum3|quorum5)")),
     };
     let runs = args.parsed("--runs", 1u32)?;
     let electors = args.parsed("--electors", 3u32)?;
@@ -815,7 +821,7 @@ impl Run<'_> {
                     None,
                 );
             }
-            "node-failover" => {
+            "node-failover" | "node-split-brain" => {
                 let Some((replica, link)) = self.replicas.get_mut(node).and_then(|r| r.take())
                 else {
                     self.fault(
@@ -846,7 +852,10 @@ impl Run<'_> {
                         .max(Duration::from_millis(50)),
                 )
                 .await;
-                self.nodes[node].kill9();
+                let split = kind == "node-split-brain";
+                if !split {
+                    self.nodes[node].kill9();
+                }
                 drop(link);
                 let mut promoted = false;
                 for _ in 0..50 {
@@ -858,6 +867,18 @@ impl Run<'_> {
                 }
                 if !promoted {
                     return Err(format!("replica of {node_name} refused REPLICAOF NO ONE"));
+                }
+                if split {
+                    // Two primaries for one node: even slots stay on the old one, odd slots
+                    // move to the promoted replica, for 2..3 TTL; then the old one dies.
+                    for (k, s) in self.slots.iter().enumerate() {
+                        if k % 2 == 1 {
+                            s.proxies[node].retarget(replica.addr());
+                        }
+                    }
+                    let d = self.rand_ttl(2.0, 3.0);
+                    sleep(d).await;
+                    self.nodes[node].kill9();
                 }
                 for s in &self.slots {
                     s.proxies[node].retarget(replica.addr());
@@ -873,9 +894,14 @@ impl Run<'_> {
                     t,
                     &node_name,
                     format!(
-                        "replica {new_name} cut off {} ms{}, node kill -9, replica promoted",
+                        "replica {new_name} cut off {} ms{}, {}",
                         frozen_at.elapsed().as_millis(),
-                        if handed_over.is_empty() { String::new() } else { format!(", {handed_over} resigned meanwhile (that grant and raise are lost on this node)") }
+                        if handed_over.is_empty() { String::new() } else { format!(", {handed_over} resigned meanwhile (that grant and raise are lost on this node)") },
+                        if split {
+                            "replica promoted while the node stays up (odd electors moved to it), then the node killed"
+                        } else {
+                            "node kill -9, replica promoted"
+                        }
                     ),
                     None,
                 );
