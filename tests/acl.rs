@@ -332,6 +332,7 @@ fn acl_categories_show_in_command_info_and_acl_cat_where_supported() {
             "lease.acquire",
             "lease.apply",
             "lease.fence",
+            "lease.raise",
             "lease.release",
             "lease.renew"
         ]
@@ -339,7 +340,13 @@ fn acl_categories_show_in_command_info_and_acl_cat_where_supported() {
     assert_eq!(cat(&mut c, "read"), ["lease.get", "lease.info"]);
     assert_eq!(
         cat(&mut c, "fast"),
-        ["lease.get", "lease.info", "lease.release", "lease.renew"]
+        [
+            "lease.get",
+            "lease.info",
+            "lease.raise",
+            "lease.release",
+            "lease.renew"
+        ]
     );
     assert_eq!(cat(&mut c, "blocking"), ["lease.acquire"]);
     assert_eq!(cat(&mut c, "dangerous"), ["lease.apply"]);
@@ -351,6 +358,7 @@ fn acl_categories_show_in_command_info_and_acl_cat_where_supported() {
                 "lease.fence",
                 "lease.get",
                 "lease.info",
+                "lease.raise",
                 "lease.release",
                 "lease.renew"
             ]

@@ -57,6 +57,7 @@ fn random_hostile_commands_never_crash_the_server() {
         "LEASE.ACQUIRE",
         "LEASE.RENEW",
         "LEASE.RELEASE",
+        "LEASE.RAISE",
         "LEASE.FENCE",
         "LEASE.GET",
         "LEASE.INFO",

@@ -37,6 +37,8 @@
 //! - [`ElectorHandle::resign`]: stop the task, `LEASE.RELEASE`, return from `run`.
 //! - [`Elector::metrics`]: Prometheus registry + text rendering ([`Metrics`]).
 //! - [`decide`]: the pure decision core (`on_acquire`, `on_renew`, `backoff`, deadlines).
+//! - [`Elector::with_nodes`]`(config, urls)`: quorum mode over several independent primaries
+//!   (`docs/quorum.md`); its decisions are [`quorum_decide`].
 //!
 //! # What the lease guarantees, and what it does not
 //!
@@ -58,6 +60,8 @@ pub mod decide;
 mod elector;
 mod error;
 mod metrics;
+mod quorum;
+pub mod quorum_decide;
 pub mod sentinel;
 mod tls;
 mod transport;
@@ -66,6 +70,7 @@ pub use config::{default_owner, ElectorConfig};
 pub use elector::{Elector, ElectorHandle, LeaderContext, Leadership, RunOutcome};
 pub use error::{CommandError, ErrorKind, LeaseError};
 pub use metrics::Metrics;
+pub use quorum::{Nodes, QuorumControl, QuorumTransport};
 pub use tls::ConnectOptions;
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{LeaseInfo, RedisTransport, Replicated, Transport, WaitFor};

@@ -43,7 +43,7 @@ impl std::fmt::Debug for ConnectOptions {
 }
 
 impl ConnectOptions {
-    pub(crate) fn has_tls_files(&self) -> bool {
+    pub fn has_tls_files(&self) -> bool {
         self.ca_cert_file.is_some() || self.cert_file.is_some() || self.key_file.is_some()
     }
 }

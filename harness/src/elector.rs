@@ -22,7 +22,7 @@ use crate::args::Args;
 use lease_harness::clock::{instant_to_ns, mono_ns};
 use lease_harness::history::{ElectorEvent, JsonlWriter};
 use lease_harness::resource::{ResourceClient, WriteResult};
-use redis_lease_client::{Elector, ElectorConfig, LeaderContext, RunOutcome};
+use redis_lease_client::{Elector, ElectorConfig, LeaderContext, QuorumControl, RunOutcome};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -55,7 +55,16 @@ struct Work {
 
 pub fn main(mut args: Args) -> Result<ExitCode, String> {
     let id = args.required("--id")?;
-    let redis = args.required("--redis")?;
+    // Several `--redis`: quorum mode over independent primaries (docs/quorum.md).
+    let redis = args.values("--redis")?;
+    if redis.is_empty() {
+        return Err("--redis is required".into());
+    }
+    let control = args
+        .value("--quorum-control")?
+        .unwrap_or_else(|| "correct".into());
+    let control =
+        QuorumControl::parse(&control).ok_or(format!("unknown --quorum-control {control}"))?;
     let resource = args.required("--resource")?;
     let out = PathBuf::from(args.required("--out")?);
     let ttl = Duration::from_millis(args.parsed("--ttl-ms", 1000u64)?);
@@ -90,7 +99,7 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         mode,
     });
 
-    let cfg = ElectorConfig::new(redis, key, ttl)
+    let cfg = ElectorConfig::new(redis[0].clone(), key, ttl)
         .with_owner(owner)
         // Reconnect backoff capped at one TTL (library default 5 s): the harness measures
         // "Redis back -> next grant", which the cap bounds.
@@ -110,7 +119,8 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         .map_err(|e| e.to_string())?;
     let rec_main = rec.clone();
     let why = rt.block_on(async move {
-        let mut elector = Elector::new(cfg).map_err(|e| e.to_string())?;
+        let mut elector =
+            Elector::with_nodes_control(cfg, &redis, control).map_err(|e| e.to_string())?;
         let handle = elector.handle();
         let rec2 = rec.clone();
         tokio::spawn(async move {

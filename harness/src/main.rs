@@ -13,6 +13,7 @@ use std::process::ExitCode;
 mod args;
 mod elector;
 mod orchestrate;
+mod quorum;
 
 use args::Args;
 
@@ -32,7 +33,12 @@ elector instead of `lease-harness elector` (any language's elector; docs/conform
 faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump (default: all);
   opt-in: split-brain (needs --min-replicas-max-lag; the grace-sizing experiment, docs/failover.md);
   --topology sentinel (3 Sentinels, primary + 2 replicas, electors via redis+sentinel://):
-  kill pause resign sentinel-failover (default: all four)";
+  kill pause resign sentinel-failover (default: all four)
+  lease-harness run --topology quorum1|quorum3|quorum5 [--quorum-control correct|no-unify|minority]
+                    [--skew-ms MS] [--node-replicas] ... (quorum mode, docs/quorum.md;
+                    faults: kill pause partition split resign node-kill node-restart
+                    node-restart-aof node-partition node-pause node-clock-jump node-failover
+                    node-split-brain)";
 
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().skip(1).collect();
@@ -41,8 +47,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let sub = argv.remove(0);
+    let quorum = quorum::wanted(&argv);
     let args = Args::new(argv);
     let res = match sub.as_str() {
+        "run" if quorum => quorum::main(args),
         "run" => orchestrate::main(args),
         "elector" => elector::main(args),
         "resource" => resource_main(args),

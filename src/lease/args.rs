@@ -138,6 +138,25 @@ pub fn release_request<'a>(args: &[&'a [u8]], l: &Limits) -> Result<Request<'a>,
     })
 }
 
+/// `LEASE.RAISE`: `owner token newtoken`. A lower new token is a request error (checked
+/// here, before the key is looked at): tokens on a key never go down.
+pub fn raise_request<'a>(args: &[&'a [u8]], l: &Limits) -> Result<Request<'a>, LeaseError> {
+    let [owner, token, new_token] = args else {
+        return Err(LeaseError::WrongArity("lease.raise"));
+    };
+    let owner = parse_owner(owner, l)?;
+    let token = parse_token(token)?;
+    let new_token = parse_token(new_token)?;
+    if new_token < token {
+        return Err(LeaseError::TokenBelow);
+    }
+    Ok(Request::Raise {
+        owner,
+        token,
+        new_token,
+    })
+}
+
 /// `LEASE.FENCE`: `token [command arg ...]`.
 pub fn fence_request<'a>(args: &[&'a [u8]], _: &Limits) -> Result<Request<'a>, LeaseError> {
     let [token, rest @ ..] = args else {
@@ -374,6 +393,30 @@ mod tests {
             })
         );
         assert_eq!(fence_request(&v(&["x"]), &L), Err(LeaseError::BadToken));
+        assert_eq!(
+            raise_request(&v(&["o", "5", "5"]), &L),
+            Ok(Request::Raise {
+                owner: b"o",
+                token: 5,
+                new_token: 5
+            })
+        );
+        assert_eq!(
+            raise_request(&v(&["o", "5", "4"]), &L),
+            Err(LeaseError::TokenBelow)
+        );
+        assert_eq!(
+            raise_request(&v(&["o", "5", "9007199254740992"]), &L),
+            Err(LeaseError::BadToken)
+        );
+        assert_eq!(
+            raise_request(&v(&["", "5", "6"]), &L),
+            Err(LeaseError::BadOwner { max: 8 })
+        );
+        assert_eq!(
+            raise_request(&v(&["o", "x", "6"]), &L),
+            Err(LeaseError::BadToken)
+        );
         assert_eq!(get_request(&v(&[]), &L), Ok(Request::Get));
         assert_eq!(
             info_request(&v(&["x"]), &L),

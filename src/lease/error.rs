@@ -37,6 +37,8 @@ pub enum LeaseError {
     /// A BLOCKed acquirer would be granted on wake-up while `min-replicas-to-write` is not
     /// met (Redis' own wording, so clients see the error they know).
     NoReplicas,
+    /// `LEASE.RAISE` with a new token below the current one (tokens never go down).
+    TokenBelow,
     /// The token space (2^53) is exhausted for this key; cannot happen before year ~2255 with
     /// the wall-clock rule, but never wrap silently.
     TokenSpaceExhausted,
@@ -80,6 +82,9 @@ impl fmt::Display for LeaseError {
             ),
             LeaseError::BadInnerCommand(why) => write!(f, "ERR cannot fence this command: {why}"),
             LeaseError::NoReplicas => write!(f, "NOREPLICAS Not enough good replicas to write."),
+            LeaseError::TokenBelow => {
+                write!(f, "ERR newtoken must not be below token")
+            }
             LeaseError::TokenSpaceExhausted => {
                 write!(f, "ERR token space exhausted for this key (2^53)")
             }
@@ -111,6 +116,7 @@ mod tests {
             LeaseError::CrossSlot,
             LeaseError::BadInnerCommand("x".into()),
             LeaseError::NoReplicas,
+            LeaseError::TokenBelow,
             LeaseError::TokenSpaceExhausted,
         ];
         for e in all {

@@ -23,6 +23,13 @@ pub enum Request<'a> {
         token: u64,
         ttl_ms: u64,
     },
+    /// `LEASE.RAISE key owner token newtoken` (quorum mode, docs/quorum.md): the live lease
+    /// held by owner+token carries `newtoken` from now on; `newtoken >= token` (parser).
+    Raise {
+        owner: &'a [u8],
+        token: u64,
+        new_token: u64,
+    },
     /// `LEASE.RELEASE key owner token`
     Release { owner: &'a [u8], token: u64 },
     /// `LEASE.FENCE key token [command arg ...]`; the inner command stays in the caller's

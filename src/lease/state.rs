@@ -303,6 +303,19 @@ impl Lease {
         }
     }
 
+    /// `LEASE.RAISE`: the live lease held by owner+token now carries `new_token` (the caller
+    /// checked `new_token >= token`). The expiry is unchanged: a raise is not a renew, so it
+    /// cannot extend a lease the holder has not asked to keep. Since `token` is also the key's
+    /// last-issued token, every later grant on this key is above `new_token`.
+    pub fn raise(&mut self, owner: &[u8], token: u64, new_token: u64, now: Now) -> bool {
+        if self.is_live(now) && &*self.owner == owner && self.token == token {
+            self.token = self.token.max(new_token);
+            true
+        } else {
+            false
+        }
+    }
+
     /// `LEASE.RELEASE`. The token is kept as the last issued, so the next grant is above it.
     pub fn release(&mut self, owner: &[u8], token: u64, now: Now) -> bool {
         if self.is_live(now) && &*self.owner == owner && self.token == token {

@@ -21,6 +21,7 @@ const ENTRIES: [CmdFn; COUNT] = [
     command::<4>,
     command::<5>,
     command::<6>,
+    command::<7>,
 ];
 
 /// Creates the commands (fails the module load if Redis refuses one), then their metadata

@@ -82,7 +82,7 @@ impl Command {
 }
 
 /// Rows in the table (`register::ENTRIES` has one entry point per row, checked by type).
-pub const COUNT: usize = 7;
+pub const COUNT: usize = 8;
 
 pub static COMMANDS: [Command; COUNT] = [
     Command {
@@ -193,6 +193,21 @@ pub static COMMANDS: [Command; COUNT] = [
         acl_categories: c"read fast",
         acl_lease: true,
     },
+    Command {
+        name: "lease.raise",
+        flags: "write fast",
+        first_key: 1,
+        last_key: 1,
+        key_step: 1,
+        arity: 5,
+        write: true,
+        summary: c"Quorum mode: the live lease held by owner+token takes newtoken (>= token) as its token; 1 raised, 0 not held.",
+        args: &[KEY, OWNER, TOKEN, a(c"newtoken", ArgKind::Int)],
+        parse: args::raise_request,
+        // Like RENEW: O(1), never blocks; a client command (quorum electors call it).
+        acl_categories: c"write fast",
+        acl_lease: true,
+    },
     // The shortest effect is `FREE token`: 4 arguments with the command name and key.
     Command {
         name: "lease.apply",
@@ -229,13 +244,14 @@ mod tests {
             max_ttl_ms: 1000,
             max_owner_len: 8,
         };
-        let samples: [&[&str]; 7] = [
+        let samples: [&[&str]; COUNT] = [
             &["o", "10"],
             &["o", "1", "10"],
             &["o", "1"],
             &["1"],
             &[],
             &[],
+            &["o", "1", "2"],
             &["FREE", "1"],
         ];
         for (i, c) in COMMANDS.iter().enumerate() {
@@ -257,6 +273,7 @@ mod tests {
                 "lease.fence",
                 "lease.get",
                 "lease.info",
+                "lease.raise",
                 "lease.apply"
             ]
         );

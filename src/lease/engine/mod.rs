@@ -27,6 +27,8 @@ mod fence_test;
 #[cfg(test)]
 mod grace_test;
 #[cfg(test)]
+mod raise_test;
+#[cfg(test)]
 mod read_test;
 #[cfg(test)]
 mod release_test;
@@ -318,6 +320,29 @@ pub fn handle_with(
                 Counter::RenewRejected
             }));
             Outcome::new(fx, Reply::Int(i64::from(renewed)))
+        }
+        Request::Raise {
+            owner,
+            token,
+            new_token,
+        } => {
+            // Quorum mode (docs/quorum.md): the elector unifies the tokens a majority issued
+            // to their maximum before it acts. The raised token is the key's last token and
+            // the node's watermark, so this node's next grant (on any key) is above it: that
+            // is what makes the next reign's token higher whichever majority it gets.
+            let raised = match lease {
+                Some(lease) => {
+                    expire_lazily(lease, now, &mut fx);
+                    let ok = lease.raise(owner, token, new_token, now);
+                    if ok {
+                        fx.push(Effect::Replicate(lease.to_apply(now)));
+                        fx.push(Effect::ObserveToken(lease.last_token()));
+                    }
+                    ok
+                }
+                None => false,
+            };
+            Outcome::new(fx, Reply::Int(i64::from(raised)))
         }
         Request::Release { owner, token } => {
             let released = match lease {

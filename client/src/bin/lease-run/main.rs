@@ -16,7 +16,7 @@ use std::time::Duration;
 use clap::Parser;
 use nix::sys::signal::Signal;
 use redis_lease_client::{
-    Elector, ElectorConfig, LeaderContext, Leadership, RedisTransport, RunOutcome,
+    Elector, ElectorConfig, LeaderContext, Leadership, Nodes, RedisTransport, RunOutcome,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::signal::unix::{signal, SignalKind};
@@ -50,9 +50,9 @@ releases and campaigns again (after --restart-delay).";
 #[derive(Parser, Debug)]
 #[command(name = "lease-run", version, about = "Run a command only while holding a redis-lease lease", after_help = AFTER_HELP)]
 struct Cli {
-    /// Redis URL.
+    /// Redis URL. Repeat it (3 or 5 independent primaries) for quorum mode (docs/quorum.md).
     #[arg(long, env = "LEASE_REDIS", default_value = "redis://127.0.0.1:6379/")]
-    redis: String,
+    redis: Vec<String>,
     /// PEM CA certificate(s) that sign the server's certificate (rediss:// URLs)
     /// [default: the system trust store].
     #[arg(long, env = "LEASE_TLS_CA_CERT_FILE")]
@@ -202,7 +202,7 @@ fn main() {
         }
     };
     if let (false, Some(name)) = (cli.sentinel.is_empty(), &cli.master_name) {
-        cli.redis = redis_lease_client::sentinel::url(&cli.sentinel, name);
+        cli.redis = vec![redis_lease_client::sentinel::url(&cli.sentinel, name)];
     }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
@@ -229,7 +229,7 @@ fn main() {
 }
 
 fn config(cli: &Cli) -> ElectorConfig {
-    let mut c = ElectorConfig::new(cli.redis.clone(), cli.key.clone(), cli.ttl)
+    let mut c = ElectorConfig::new(cli.redis[0].clone(), cli.key.clone(), cli.ttl)
         .with_drift(cli.drift)
         .with_block_timeout(cli.block_timeout)
         .with_backoff(
@@ -274,11 +274,20 @@ async fn run(cli: Cli) -> i32 {
     });
     // Same connect timeout as `Elector::new`.
     let connect_timeout = cfg.op_timeout.max(Duration::from_millis(100));
-    let elector = opts
-        .and_then(|o| {
-            RedisTransport::with_options(&cli.redis, &o, connect_timeout).map_err(|e| e.to_string())
-        })
-        .and_then(|t| Elector::with_transport(cfg, t).map_err(|e| e.to_string()));
+    let elector = opts.and_then(|o| {
+        if cli.redis.len() > 1 {
+            // Quorum mode (docs/quorum.md): every node would need the same TLS files and
+            // credentials; not supported yet, so refuse rather than connect without them.
+            if o.has_tls_files() || o.username.is_some() || o.password.is_some() {
+                return Err("TLS files and separate credentials are not supported with several --redis (quorum mode) yet".to_string());
+            }
+            Elector::with_nodes(cfg, &cli.redis).map_err(|e| e.to_string())
+        } else {
+            RedisTransport::with_options(&cli.redis[0], &o, connect_timeout)
+                .and_then(|t| Elector::with_transport(cfg, Nodes::One(t)))
+                .map_err(|e| e.to_string())
+        }
+    });
     let mut elector = match elector {
         Ok(e) => e,
         Err(e) => {

@@ -1,0 +1,513 @@
+//! Quorum mode (docs/quorum.md): one lease across N independent Redis primaries with the
+//! module, one fencing token per reign that rises across reigns.
+//!
+//! [`QuorumTransport`] implements the same [`Transport`] the election loop drives, so every
+//! timing rule of the single-node loop holds unchanged: the local deadline counts from the
+//! instant taken before the first send of a round (the loop takes it before calling
+//! `acquire`/`renew`, which send to every node in parallel), the task stops at the stop point,
+//! a reply after the stop point does not start a reign. What changes is what one "reply"
+//! means: a round.
+//!
+//! - acquire: `LEASE.ACQUIRE key owner ttl` on all nodes (never BLOCK: a node cannot know
+//!   when a *majority* frees up); with a majority of grants, `LEASE.RAISE` every granting
+//!   node to the highest token granted; a reign only if a majority confirmed the raise.
+//!   Otherwise the partial grants are released at once.
+//! - renew: `LEASE.RENEW` on all nodes; renewed only if a majority said 1; lost as soon as a
+//!   majority can no longer say 1.
+//! - release: on all nodes.
+//!
+//! Use it through [`Elector::with_nodes`] (one URL = the ordinary single-node transport).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Value};
+use tokio::sync::Mutex;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::config::ElectorConfig;
+use crate::decide::wire_ms;
+use crate::elector::Elector;
+use crate::error::{CommandError, ErrorKind, LeaseError};
+pub use crate::quorum_decide::QuorumControl;
+use crate::quorum_decide::{self as qd, AfterAcquire, AfterRenew, NodeReply, NotLeading};
+use crate::transport::{LeaseInfo, RedisTransport, Replicated, Transport, WaitFor};
+
+/// One node's connection: shared by the round's per-node tasks (a task still waiting on a
+/// slow node when the round already decided keeps running on its own, bounded).
+struct Node {
+    client: redis::Client,
+    conn: Mutex<Option<MultiplexedConnection>>,
+    connect_timeout: Duration,
+}
+
+impl Node {
+    async fn query(&self, cmd: redis::Cmd) -> Result<Value, CommandError> {
+        let mut c = {
+            let mut slot = self.conn.lock().await;
+            match slot.as_ref() {
+                Some(c) => c.clone(),
+                None => {
+                    let config = AsyncConnectionConfig::new()
+                        .set_connection_timeout(Some(self.connect_timeout))
+                        .set_response_timeout(None);
+                    let c = self
+                        .client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await?;
+                    *slot = Some(c.clone());
+                    c
+                }
+            }
+        };
+        match cmd.query_async::<Value>(&mut c).await {
+            Ok(Value::ServerError(e)) => Err(CommandError::from_server(
+                e.code(),
+                e.details().unwrap_or(""),
+            )),
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let e = CommandError::from(e);
+                if e.kind.is_unreachable() {
+                    *self.conn.lock().await = None;
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// [`Transport`] over N independent primaries (see the module docs).
+pub struct QuorumTransport {
+    nodes: Vec<Arc<Node>>,
+    control: QuorumControl,
+    /// Bound of one step of a round (each node's reply is awaited at most this long).
+    step_timeout: Duration,
+    /// The token each node holds for us in the current reign (all equal to the reign's
+    /// token, except under the `NoUnify` control).
+    held: Vec<Option<u64>>,
+    owner: String,
+}
+
+fn int_of(v: &Value) -> Result<i64, CommandError> {
+    match v {
+        Value::Int(n) => Ok(*n),
+        other => Err(CommandError::protocol(format!(
+            "unexpected reply {other:?}"
+        ))),
+    }
+}
+
+impl QuorumTransport {
+    pub fn new(
+        urls: &[String],
+        cfg: &ElectorConfig,
+        control: QuorumControl,
+    ) -> Result<Self, LeaseError> {
+        if urls.len() < 2 {
+            return Err(LeaseError::Config(
+                "quorum: needs at least 2 node URLs (3 or 5 to tolerate 1 or 2 faulty)".into(),
+            ));
+        }
+        if cfg.min_replicas > 0 {
+            // Each node is its own primary; replicas of a node add nothing to the majority
+            // argument, and WAIT per node would multiply round trips.
+            return Err(LeaseError::Config(
+                "quorum: min_replicas is not supported (the majority is the replication)".into(),
+            ));
+        }
+        let mut nodes = vec![];
+        for u in urls {
+            let client = redis::Client::open(u.as_str())
+                .map_err(|e| LeaseError::Config(format!("invalid redis url: {e}")))?;
+            nodes.push(Arc::new(Node {
+                client,
+                conn: Mutex::new(None),
+                connect_timeout: cfg.op_timeout.max(Duration::from_millis(100)),
+            }));
+        }
+        Ok(QuorumTransport {
+            held: vec![None; nodes.len()],
+            nodes,
+            control,
+            // Two steps (acquire, raise) must fit in the loop's op limit of a non-blocking
+            // acquire (`op_timeout`).
+            step_timeout: (cfg.op_timeout / 2).max(Duration::from_millis(1)),
+            owner: cfg.owner.clone(),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Sends `cmd(i)` to every node in `targets` in parallel; collects replies until `done`
+    /// says the round is decided, every target answered, or the step timeout. Nodes that did
+    /// not answer in time are `None`.
+    async fn round<T: Send + 'static>(
+        &self,
+        targets: &[usize],
+        cmd: impl Fn(usize) -> redis::Cmd,
+        parse: fn(Value) -> Result<T, CommandError>,
+        done: impl Fn(&[NodeReply<T>]) -> bool,
+    ) -> Vec<NodeReply<T>> {
+        let mut replies: Vec<NodeReply<T>> = (0..self.nodes.len()).map(|_| None).collect();
+        let mut set = JoinSet::new();
+        for &i in targets {
+            let node = self.nodes[i].clone();
+            let c = cmd(i);
+            let limit = self.step_timeout;
+            set.spawn(async move {
+                let r = match tokio::time::timeout(limit, node.query(c)).await {
+                    Ok(r) => r.and_then(parse),
+                    Err(_) => Err(CommandError::timeout(limit)),
+                };
+                (i, r)
+            });
+        }
+        let deadline = Instant::now() + self.step_timeout;
+        while !set.is_empty() {
+            match tokio::time::timeout_at(deadline, set.join_next()).await {
+                Ok(Some(Ok((i, r)))) => {
+                    // A timeout is "no reply": the node may or may not have run it.
+                    replies[i] = match r {
+                        Err(e) if matches!(e.kind, ErrorKind::Timeout) => None,
+                        r => Some(r.map_err(|e| e.kind)),
+                    };
+                    if done(&replies) {
+                        break;
+                    }
+                }
+                Ok(Some(Err(_))) | Ok(None) | Err(_) => break,
+            }
+        }
+        // The rest finish (bounded by their own timeout) in the background: their replies no
+        // longer matter, and cancelling a command half-sent would gain nothing.
+        set.detach_all();
+        replies
+    }
+
+    /// Releases `(node, token)` pairs in parallel, best effort.
+    async fn release_on(&self, key: &str, owner: &str, pairs: &[(usize, u64)]) -> usize {
+        if pairs.is_empty() {
+            return 0;
+        }
+        let targets: Vec<usize> = pairs.iter().map(|p| p.0).collect();
+        let tok = |i: usize| pairs.iter().find(|p| p.0 == i).map_or(0, |p| p.1);
+        let r = self
+            .round(
+                &targets,
+                |i| {
+                    let mut c = redis::cmd("LEASE.RELEASE");
+                    c.arg(key).arg(owner).arg(tok(i));
+                    c
+                },
+                |v| int_of(&v).map(|n| n == 1),
+                |_| false,
+            )
+            .await;
+        r.iter().filter(|x| matches!(x, Some(Ok(true)))).count()
+    }
+
+    fn all(&self) -> Vec<usize> {
+        (0..self.nodes.len()).collect()
+    }
+}
+
+impl Transport for QuorumTransport {
+    async fn acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        _block: Option<Duration>,
+        _wait: Option<WaitFor>,
+    ) -> Result<Replicated<Option<u64>>, CommandError> {
+        let n = self.nodes.len();
+        let need = self.control.need(n);
+        self.owner = owner.to_string();
+        let ttl_ms = wire_ms(ttl);
+        let replies = self
+            .round(
+                &self.all(),
+                |_| {
+                    let mut c = redis::cmd("LEASE.ACQUIRE");
+                    c.arg(key).arg(owner).arg(ttl_ms);
+                    c
+                },
+                |v| match v {
+                    Value::Nil => Ok(None),
+                    Value::Int(t) if t > 0 => Ok(Some(t as u64)),
+                    other => Err(CommandError::protocol(format!(
+                        "LEASE.ACQUIRE replied {other:?}"
+                    ))),
+                },
+                // Decided early only when a majority can no longer grant. Otherwise every node
+                // gets the step's time to answer, even after a majority granted: a reign that
+                // starts on all N nodes survives more later faults than one on a bare
+                // majority, and its token is the maximum over more nodes. Cost: a silent node
+                // delays an election by at most the step timeout (a refused connection fails
+                // at once).
+                move |r: &[NodeReply<Option<u64>>]| {
+                    let other = r
+                        .iter()
+                        .filter(|x| matches!(x, Some(Ok(None)) | Some(Err(_))))
+                        .count();
+                    other > n - need
+                },
+            )
+            .await;
+        match qd::after_acquire(self.control, &replies, fastrand::usize(..)) {
+            AfterAcquire::Raise { target, nodes } => {
+                let confirmed = self
+                    .round(
+                        &nodes,
+                        |i| {
+                            let granted = match &replies[i] {
+                                Some(Ok(Some(t))) => *t,
+                                _ => target,
+                            };
+                            let mut c = redis::cmd("LEASE.RAISE");
+                            c.arg(key).arg(owner).arg(granted).arg(target);
+                            c
+                        },
+                        |v| int_of(&v).map(|n| n == 1),
+                        |_| false,
+                    )
+                    .await;
+                if qd::raise_confirmed(self.control, &confirmed, n) {
+                    self.held = (0..n)
+                        .map(|i| matches!(confirmed[i], Some(Ok(true))).then_some(target))
+                        .collect();
+                    return Ok(Replicated {
+                        value: Some(target),
+                        acked: None,
+                    });
+                }
+                // Not confirmed: the grants (raised or not) must not block anyone for a TTL.
+                let pairs: Vec<(usize, u64)> = nodes
+                    .iter()
+                    .map(|&i| match (&confirmed[i], &replies[i]) {
+                        (Some(Ok(true)), _) => (i, target),
+                        (_, Some(Ok(Some(t)))) => (i, *t),
+                        _ => (i, target),
+                    })
+                    .collect();
+                self.release_on(key, owner, &pairs).await;
+                Ok(Replicated {
+                    value: None,
+                    acked: None,
+                })
+            }
+            AfterAcquire::ActUnified { token, per_node } => {
+                self.held = per_node;
+                Ok(Replicated {
+                    value: Some(token),
+                    acked: None,
+                })
+            }
+            AfterAcquire::Abort { release, outcome } => {
+                self.release_on(key, owner, &release).await;
+                match outcome {
+                    NotLeading::NotGranted => Ok(Replicated {
+                        value: None,
+                        acked: None,
+                    }),
+                    NotLeading::Error(kind) => Err(CommandError::new(
+                        kind,
+                        format!("quorum: fewer than {need} of {n} nodes could grant"),
+                    )),
+                }
+            }
+        }
+    }
+
+    async fn renew(
+        &mut self,
+        key: &str,
+        owner: &str,
+        token: u64,
+        ttl: Duration,
+        _wait: Option<WaitFor>,
+    ) -> Result<Replicated<bool>, CommandError> {
+        let n = self.nodes.len();
+        let need = self.control.need(n);
+        let ttl_ms = wire_ms(ttl);
+        let held = self.held.clone();
+        let replies = self
+            .round(
+                &self.all(),
+                |i| {
+                    let mut c = redis::cmd("LEASE.RENEW");
+                    c.arg(key)
+                        .arg(owner)
+                        .arg(held[i].unwrap_or(token))
+                        .arg(ttl_ms);
+                    c
+                },
+                |v| int_of(&v).map(|n| n == 1),
+                move |r: &[NodeReply<bool>]| {
+                    let ones = r.iter().filter(|x| matches!(x, Some(Ok(true)))).count();
+                    let zeros = r.iter().filter(|x| matches!(x, Some(Ok(false)))).count();
+                    ones >= need || zeros > n - need
+                },
+            )
+            .await;
+        match qd::after_renew(self.control, &replies) {
+            AfterRenew::Renewed => Ok(Replicated {
+                value: true,
+                acked: None,
+            }),
+            AfterRenew::Lost => {
+                // Stepping down: free what we still hold elsewhere so the next leader need
+                // not wait for it to expire. Safe before our task stopped: a majority already
+                // said we do not hold it, so another majority can form without these nodes.
+                let pairs: Vec<(usize, u64)> = (0..n)
+                    .filter(|&i| matches!(replies[i], Some(Ok(true))))
+                    .map(|i| (i, held[i].unwrap_or(token)))
+                    .collect();
+                self.release_on(key, owner, &pairs).await;
+                self.held = vec![None; n];
+                Ok(Replicated {
+                    value: false,
+                    acked: None,
+                })
+            }
+            AfterRenew::Unknown => {
+                let first = replies.iter().find_map(|r| match r {
+                    Some(Err(e)) => Some(e.clone()),
+                    _ => None,
+                });
+                Err(CommandError::new(
+                    first.unwrap_or(ErrorKind::Timeout),
+                    format!("quorum: renewal not confirmed by {need} of {n} nodes"),
+                ))
+            }
+        }
+    }
+
+    async fn release(&mut self, key: &str, owner: &str, token: u64) -> Result<bool, CommandError> {
+        let n = self.nodes.len();
+        let pairs: Vec<(usize, u64)> = (0..n).map(|i| (i, self.held[i].unwrap_or(token))).collect();
+        let released = self.release_on(key, owner, &pairs).await;
+        self.held = vec![None; n];
+        Ok(released > 0)
+    }
+
+    /// Our own holding on any node (used after a resign with a round in flight: the loop
+    /// then releases it, which this transport does on every node).
+    async fn get(&mut self, key: &str) -> Result<Option<LeaseInfo>, CommandError> {
+        let replies = self
+            .round(
+                &self.all(),
+                |_| {
+                    let mut c = redis::cmd("LEASE.GET");
+                    c.arg(key);
+                    c
+                },
+                Ok,
+                |_| false,
+            )
+            .await;
+        let mut found = None;
+        for (i, r) in replies.iter().enumerate() {
+            if let Some(Ok(Value::Array(v))) = r {
+                if let [Value::BulkString(o), Value::Int(t), Value::Int(p)] = v.as_slice() {
+                    if *o == self.owner.as_bytes() && *t > 0 {
+                        // Stray grants may carry different tokens: remember each.
+                        self.held[i] = Some(*t as u64);
+                        found = Some(LeaseInfo {
+                            owner: self.owner.clone(),
+                            token: *t as u64,
+                            pttl: Duration::from_millis((*p).max(0) as u64),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// One node ([`RedisTransport`]) or several ([`QuorumTransport`]), chosen by how many URLs
+/// were given; lets `lease-run` and the harness keep one code path.
+// Why not boxed: an elector holds exactly one of these for its whole life; the size is irrelevant.
+#[allow(clippy::large_enum_variant)]
+pub enum Nodes {
+    One(RedisTransport),
+    Quorum(QuorumTransport),
+}
+
+impl Transport for Nodes {
+    async fn acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        block: Option<Duration>,
+        wait: Option<WaitFor>,
+    ) -> Result<Replicated<Option<u64>>, CommandError> {
+        match self {
+            Nodes::One(t) => t.acquire(key, owner, ttl, block, wait).await,
+            Nodes::Quorum(t) => t.acquire(key, owner, ttl, block, wait).await,
+        }
+    }
+    async fn renew(
+        &mut self,
+        key: &str,
+        owner: &str,
+        token: u64,
+        ttl: Duration,
+        wait: Option<WaitFor>,
+    ) -> Result<Replicated<bool>, CommandError> {
+        match self {
+            Nodes::One(t) => t.renew(key, owner, token, ttl, wait).await,
+            Nodes::Quorum(t) => t.renew(key, owner, token, ttl, wait).await,
+        }
+    }
+    async fn release(&mut self, key: &str, owner: &str, token: u64) -> Result<bool, CommandError> {
+        match self {
+            Nodes::One(t) => t.release(key, owner, token).await,
+            Nodes::Quorum(t) => t.release(key, owner, token).await,
+        }
+    }
+    async fn get(&mut self, key: &str) -> Result<Option<LeaseInfo>, CommandError> {
+        match self {
+            Nodes::One(t) => t.get(key).await,
+            Nodes::Quorum(t) => t.get(key).await,
+        }
+    }
+}
+
+impl Elector<Nodes> {
+    /// An elector on one node (`urls.len() == 1`, the ordinary protocol) or in quorum mode
+    /// over several independent primaries (docs/quorum.md). `config.redis_url` is ignored.
+    pub fn with_nodes(config: ElectorConfig, urls: &[String]) -> Result<Self, LeaseError> {
+        Self::with_nodes_control(config, urls, QuorumControl::Correct)
+    }
+
+    /// [`Elector::with_nodes`] with a deliberately broken quorum variant (the harness's
+    /// negative controls; never in production).
+    pub fn with_nodes_control(
+        config: ElectorConfig,
+        urls: &[String],
+        control: QuorumControl,
+    ) -> Result<Self, LeaseError> {
+        config.validate()?;
+        let t = match urls {
+            [] => return Err(LeaseError::Config("no redis url".into())),
+            [one] => Nodes::One(RedisTransport::new(
+                one,
+                config.op_timeout.max(Duration::from_millis(100)),
+            )?),
+            many => Nodes::Quorum(QuorumTransport::new(many, &config, control)?),
+        };
+        Elector::with_transport(config, t)
+    }
+}

@@ -1,0 +1,374 @@
+//! Quorum mode's decisions (docs/quorum.md) as plain functions of the replies of one round:
+//! no I/O, no clock. [`crate::quorum`] sends the commands and executes what these return; the
+//! single-node rules (deadline from the instant before the first send, stop point, backoff)
+//! stay those of [`crate::decide`], because the quorum transport sits *under* the same
+//! election loop.
+
+use crate::error::ErrorKind;
+
+/// Smallest number of nodes that is more than half of `n`: any two sets of this size share a
+/// node, which is what both safety arguments rest on (docs/quorum.md §3).
+pub fn majority(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// Deliberately broken variants for the harness's negative controls. Never use outside a
+/// test: each one breaks a step of the safety argument, and the harness must catch it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QuorumControl {
+    /// The protocol as documented.
+    #[default]
+    Correct,
+    /// Skip the raise: act on the token of any one granting node (`pick`, random), as a client
+    /// that fences with "the grant it saw first" would; renew each node with its own token
+    /// (breaks "one token per reign, above every earlier one").
+    NoUnify,
+    /// Lead on a single grant (breaks "any two majorities intersect").
+    Minority,
+}
+
+impl QuorumControl {
+    pub fn parse(s: &str) -> Option<QuorumControl> {
+        match s {
+            "correct" => Some(QuorumControl::Correct),
+            "no-unify" => Some(QuorumControl::NoUnify),
+            "minority" => Some(QuorumControl::Minority),
+            _ => None,
+        }
+    }
+
+    /// Grants (and raise confirmations) a round needs on `n` nodes.
+    pub fn need(self, n: usize) -> usize {
+        match self {
+            QuorumControl::Minority => 1,
+            _ => majority(n),
+        }
+    }
+}
+
+/// One node's reply in a round; `None` = no reply before the round's limit.
+pub type NodeReply<T> = Option<Result<T, ErrorKind>>;
+
+/// After the parallel `LEASE.ACQUIRE`s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfterAcquire {
+    /// Enough grants: raise the lease on `nodes` to `target` (the highest token granted),
+    /// then lead on `target` if enough confirm.
+    Raise { target: u64, nodes: Vec<usize> },
+    /// Negative control `NoUnify`: lead at once on `token`, each node keeping its own token.
+    ActUnified {
+        token: u64,
+        per_node: Vec<Option<u64>>,
+    },
+    /// Not enough grants: release the partial grants on `release` (node, token), then report
+    /// `outcome` to the election loop.
+    Abort {
+        release: Vec<(usize, u64)>,
+        outcome: NotLeading,
+    },
+}
+
+/// What the election loop is told when a round does not make a reign.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotLeading {
+    /// Nobody reachable enough said why not: someone else holds it, or a split vote. A nil
+    /// reply, so the loop polls again after its short pause.
+    NotGranted,
+    /// So many nodes failed (errors, no reply) that a majority was impossible: an error, so
+    /// the loop backs off exponentially. Carries the first error seen (a GRACE if all that
+    /// stood in the way were nodes in grace).
+    Error(ErrorKind),
+}
+
+/// Step 1. `replies[i]` is node i's `LEASE.ACQUIRE` reply (`Ok(Some(token))` = granted).
+/// Why the maximum: every node of the previous reign's raise-majority has that reign's token
+/// as its watermark, any majority contains one of them, and that node only grants above it;
+/// the maximum over our majority is therefore above every earlier reign's token.
+/// `pick` only matters for the `NoUnify` control (which grant it acts on, modulo the count).
+pub fn after_acquire(
+    control: QuorumControl,
+    replies: &[NodeReply<Option<u64>>],
+    pick: usize,
+) -> AfterAcquire {
+    let n = replies.len();
+    let need = control.need(n);
+    let granted: Vec<(usize, u64)> = replies
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match r {
+            Some(Ok(Some(t))) => Some((i, *t)),
+            _ => None,
+        })
+        .collect();
+    if granted.len() >= need && n > 0 {
+        if control == QuorumControl::NoUnify {
+            let mut per_node = vec![None; n];
+            for &(i, t) in &granted {
+                per_node[i] = Some(t);
+            }
+            return AfterAcquire::ActUnified {
+                token: granted[pick % granted.len()].1,
+                per_node,
+            };
+        }
+        return AfterAcquire::Raise {
+            target: granted.iter().map(|g| g.1).max().unwrap_or(0),
+            nodes: granted.iter().map(|g| g.0).collect(),
+        };
+    }
+    let refused = replies
+        .iter()
+        .filter(|r| matches!(r, Some(Ok(None))))
+        .count();
+    let failed: Vec<&ErrorKind> = replies
+        .iter()
+        .filter_map(|r| match r {
+            Some(Err(e)) => Some(e),
+            _ => None,
+        })
+        .collect();
+    let silent = replies.iter().filter(|r| r.is_none()).count();
+    // Why an error only when refusals alone cannot explain it: if enough nodes answered "held
+    // by someone else", polling again soon is right; if a majority was out of reach because
+    // of errors and silence, backing off is (and GRACE tells the loop how long).
+    let outcome = if refused + need > n || failed.len() + silent <= n - need {
+        NotLeading::NotGranted
+    } else {
+        let grace = failed.iter().find_map(|e| match e {
+            ErrorKind::Grace(d) => Some(ErrorKind::Grace(*d)),
+            _ => None,
+        });
+        let first = failed
+            .first()
+            .map(|e| (*e).clone())
+            .unwrap_or(ErrorKind::Timeout);
+        NotLeading::Error(grace.unwrap_or(first))
+    };
+    AfterAcquire::Abort {
+        release: granted,
+        outcome,
+    }
+}
+
+/// Step 2: did enough nodes confirm the raise (`Ok(true)`) to lead on the target token?
+/// Why the raise must reach a majority before we act: the next reign's token is above ours
+/// only because its majority meets a node that *knows* ours (docs/quorum.md §3, step T3).
+pub fn raise_confirmed(control: QuorumControl, replies: &[NodeReply<bool>], n: usize) -> bool {
+    replies
+        .iter()
+        .filter(|r| matches!(r, Some(Ok(true))))
+        .count()
+        >= control.need(n)
+}
+
+/// After a renewal round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterRenew {
+    /// A majority extended the lease: the new local deadline counts from this round's send.
+    Renewed,
+    /// So many nodes said "not held" (0) that a majority can no longer confirm: the lease is
+    /// lost, step down now.
+    Lost,
+    /// Neither yet (errors, silence): keep the old deadline, retry until the stop point.
+    Unknown,
+}
+
+pub fn after_renew(control: QuorumControl, replies: &[NodeReply<bool>]) -> AfterRenew {
+    let n = replies.len();
+    let need = control.need(n);
+    let ones = replies
+        .iter()
+        .filter(|r| matches!(r, Some(Ok(true))))
+        .count();
+    let zeros = replies
+        .iter()
+        .filter(|r| matches!(r, Some(Ok(false))))
+        .count();
+    if ones >= need && n > 0 {
+        AfterRenew::Renewed
+    } else if zeros > n - need {
+        AfterRenew::Lost
+    } else {
+        AfterRenew::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use AfterAcquire::*;
+    use QuorumControl::*;
+
+    const G: fn(u64) -> NodeReply<Option<u64>> = |t| Some(Ok(Some(t)));
+    const BUSY: NodeReply<Option<u64>> = Some(Ok(None));
+    const DOWN: NodeReply<Option<u64>> = Some(Err(ErrorKind::Connection));
+    const GRACE: NodeReply<Option<u64>> = Some(Err(ErrorKind::Grace(Duration::from_millis(700))));
+
+    #[test]
+    fn majority_of_n() {
+        let got: Vec<usize> = (1..=7).map(majority).collect();
+        assert_eq!(got, [1, 2, 2, 3, 3, 4, 4]);
+        assert_eq!(Minority.need(5), 1);
+        assert_eq!(NoUnify.need(5), 3);
+    }
+
+    #[test]
+    fn acquire_table() {
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(
+            &str,
+            QuorumControl,
+            Vec<NodeReply<Option<u64>>>,
+            AfterAcquire,
+        )> = vec![
+            (
+                "all grant: raise all to the maximum",
+                Correct,
+                vec![G(10), G(30), G(20)],
+                Raise {
+                    target: 30,
+                    nodes: vec![0, 1, 2],
+                },
+            ),
+            (
+                "bare majority, one silent",
+                Correct,
+                vec![G(10), None, G(20)],
+                Raise {
+                    target: 20,
+                    nodes: vec![0, 2],
+                },
+            ),
+            (
+                "split vote: one grant, one busy, one down -> release, poll again",
+                Correct,
+                vec![G(10), BUSY, DOWN],
+                Abort {
+                    release: vec![(0, 10)],
+                    outcome: NotLeading::NotGranted,
+                },
+            ),
+            (
+                "held elsewhere on a majority",
+                Correct,
+                vec![BUSY, BUSY, G(5)],
+                Abort {
+                    release: vec![(2, 5)],
+                    outcome: NotLeading::NotGranted,
+                },
+            ),
+            (
+                "majority unreachable: error, back off",
+                Correct,
+                vec![G(10), DOWN, None],
+                Abort {
+                    release: vec![(0, 10)],
+                    outcome: NotLeading::Error(ErrorKind::Connection),
+                },
+            ),
+            (
+                "grace in the way: the loop learns how long",
+                Correct,
+                vec![DOWN, GRACE, G(3)],
+                Abort {
+                    release: vec![(2, 3)],
+                    outcome: NotLeading::Error(ErrorKind::Grace(Duration::from_millis(700))),
+                },
+            ),
+            (
+                "5 nodes, 3 grants",
+                Correct,
+                vec![G(1), BUSY, G(9), DOWN, G(4)],
+                Raise {
+                    target: 9,
+                    nodes: vec![0, 2, 4],
+                },
+            ),
+            (
+                "5 nodes, 2 grants is not enough",
+                Correct,
+                vec![G(1), BUSY, G(9), BUSY, BUSY],
+                Abort {
+                    release: vec![(0, 1), (2, 9)],
+                    outcome: NotLeading::NotGranted,
+                },
+            ),
+            (
+                "control minority: one grant leads",
+                Minority,
+                vec![BUSY, G(7), BUSY],
+                Raise {
+                    target: 7,
+                    nodes: vec![1],
+                },
+            ),
+            (
+                "control no-unify: the picked granter's token (pick 7 % 2 = the second), no raise",
+                NoUnify,
+                vec![None, G(50), G(20)],
+                ActUnified {
+                    token: 20,
+                    per_node: vec![None, Some(50), Some(20)],
+                },
+            ),
+        ];
+        for (name, control, replies, want) in cases {
+            assert_eq!(after_acquire(control, &replies, 7), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn raise_and_renew_tables() {
+        let y = Some(Ok(true));
+        let n0 = Some(Ok(false));
+        let e = Some(Err(ErrorKind::Timeout));
+        assert!(raise_confirmed(
+            Correct,
+            &[y.clone(), y.clone(), n0.clone()],
+            3
+        ));
+        assert!(!raise_confirmed(Correct, &[y.clone(), None, n0.clone()], 3));
+        assert!(raise_confirmed(Minority, &[y.clone(), None, None], 3));
+        let cases: Vec<(&str, Vec<NodeReply<bool>>, AfterRenew)> = vec![
+            (
+                "all renew",
+                vec![y.clone(), y.clone(), y.clone()],
+                AfterRenew::Renewed,
+            ),
+            (
+                "majority renews",
+                vec![y.clone(), n0.clone(), y.clone()],
+                AfterRenew::Renewed,
+            ),
+            (
+                "majority says 0",
+                vec![y.clone(), n0.clone(), n0.clone()],
+                AfterRenew::Lost,
+            ),
+            (
+                "one 1, one 0, one silent",
+                vec![y.clone(), n0.clone(), None],
+                AfterRenew::Unknown,
+            ),
+            (
+                "errors",
+                vec![e.clone(), e.clone(), y.clone()],
+                AfterRenew::Unknown,
+            ),
+            (
+                "5 nodes: two 1s and three 0s",
+                vec![y.clone(), y.clone(), n0.clone(), n0.clone(), n0.clone()],
+                AfterRenew::Lost,
+            ),
+            (
+                "5 nodes: two 1s, two 0s, one silent",
+                vec![y.clone(), y.clone(), n0.clone(), n0.clone(), None],
+                AfterRenew::Unknown,
+            ),
+        ];
+        for (name, replies, want) in cases {
+            assert_eq!(after_renew(Correct, &replies), want, "{name}");
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Quorum mode (docs/quorum.md) against 3 real `redis-server`s with the module: one token on
+//! every node of the majority, above every token any node issued before; the leader survives
+//! one node down and steps down when a majority is gone; a resign releases on every node.
+
+use std::time::Duration;
+
+use redis_lease_client::{Elector, ElectorConfig, Leadership, RunOutcome};
+use testsupport::{RedisServer, ServerOptions};
+use tokio::time::{sleep, Instant};
+
+const KEY: &str = "q-lease";
+
+fn node() -> RedisServer {
+    RedisServer::start(ServerOptions::default().module_args(&["lease.grace-ms", "0"]))
+}
+
+fn holder(s: &RedisServer) -> Option<(String, u64)> {
+    let mut c = s.connection();
+    let v: Option<(String, u64, u64)> = redis::cmd("LEASE.GET").arg(KEY).query(&mut c).ok()?;
+    v.map(|(o, t, _)| (o, t))
+}
+
+async fn wait_leader(rx: &tokio::sync::watch::Receiver<Leadership>, within: Duration) -> u64 {
+    let end = Instant::now() + within;
+    loop {
+        if let Some(t) = rx.borrow().token() {
+            return t;
+        }
+        assert!(Instant::now() < end, "no leader within {within:?}");
+        sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Would catch: a reign started without the raise (nodes holding different tokens), a token
+/// not above the highest any node issued before, renewal not surviving a minority down, a
+/// leader that keeps leading without a majority, a release that misses a node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_round_unifies_tokens_survives_a_minority_and_releases_everywhere() {
+    let mut nodes = [node(), node(), node()];
+    // Node 2 has issued a much higher token before (its wall clock ran ahead, say): the
+    // reign's token must be above it, and every node must carry it.
+    let far = {
+        let mut c = nodes[2].connection();
+        let t: u64 = redis::cmd("LEASE.ACQUIRE")
+            .arg("other")
+            .arg("x")
+            .arg(30_000)
+            .query(&mut c)
+            .unwrap();
+        let high = t + 5_000_000_000;
+        let r: i64 = redis::cmd("LEASE.RAISE")
+            .arg("other")
+            .arg("x")
+            .arg(t)
+            .arg(high)
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(r, 1);
+        high
+    };
+    let urls: Vec<String> = nodes.iter().map(|s| s.url()).collect();
+    let ttl = Duration::from_millis(900);
+    let cfg = ElectorConfig::new(&urls[0], KEY, ttl)
+        .with_owner("q-a")
+        .with_backoff(Duration::from_millis(20), Duration::from_millis(200));
+    let mut e = Elector::with_nodes(cfg, &urls).unwrap();
+    let handle = e.handle();
+    let rx = e.subscribe();
+    let run = tokio::spawn(async move {
+        e.run(|ctx| async move { ctx.cancelled().await })
+            .await
+            .unwrap()
+    });
+    let t0 = Instant::now();
+    let token = wait_leader(&rx, Duration::from_secs(5)).await;
+    println!("quorum elected in {:?} with token {token}", t0.elapsed());
+    assert!(
+        token > far,
+        "reign token {token} above node 2's earlier {far}"
+    );
+    for (i, s) in nodes.iter().enumerate() {
+        assert_eq!(
+            holder(s),
+            Some(("q-a".into(), token)),
+            "node {i} holds the one token"
+        );
+    }
+
+    // One node down: renewals still reach a majority; leadership continues past 2 TTLs.
+    nodes[0].kill();
+    sleep(ttl * 2).await;
+    assert_eq!(rx.borrow().token(), Some(token), "leads on 2 of 3");
+
+    // A second node down: no majority; the leader steps down within about one TTL.
+    nodes[1].kill();
+    let lost_at = Instant::now();
+    while rx.borrow().is_leader() {
+        assert!(
+            lost_at.elapsed() < ttl * 2,
+            "still leading without a majority"
+        );
+        sleep(Duration::from_millis(5)).await;
+    }
+    println!(
+        "stepped down {:?} after losing the majority",
+        lost_at.elapsed()
+    );
+
+    nodes[0].restart();
+    nodes[1].restart();
+    // Back (data lost here: the test servers run without persistence) and grace 0: a new
+    // reign, token above the previous one (node 2 still knows it).
+    let token2 = wait_leader(&rx, Duration::from_secs(10)).await;
+    assert!(token2 > token, "{token2} > {token}");
+    // A node that came back after the round may not be in this reign; a majority is.
+    let holding = nodes
+        .iter()
+        .filter(|s| holder(s) == Some(("q-a".into(), token2)))
+        .count();
+    assert!(holding >= 2, "{holding} of 3 nodes hold {token2}");
+    handle.resign();
+    assert_eq!(run.await.unwrap(), RunOutcome::Resigned);
+    for (i, s) in nodes.iter().enumerate() {
+        assert_eq!(holder(s), None, "node {i} released");
+    }
+}
+
+/// Two electors on the same 3 nodes: never two leaders at once, and a resign hands over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_electors_never_lead_together() {
+    let nodes = [node(), node(), node()];
+    let urls: Vec<String> = nodes.iter().map(|s| s.url()).collect();
+    let ttl = Duration::from_millis(600);
+    let mk = |o: &str| {
+        let cfg = ElectorConfig::new(&urls[0], KEY, ttl)
+            .with_owner(o)
+            .with_backoff(Duration::from_millis(10), Duration::from_millis(100));
+        Elector::with_nodes(cfg, &urls).unwrap()
+    };
+    let (mut a, mut b) = (mk("a"), mk("b"));
+    let (ha, hb) = (a.handle(), b.handle());
+    let (ra, rb) = (a.subscribe(), b.subscribe());
+    let ja = tokio::spawn(async move { a.run(|ctx| async move { ctx.cancelled().await }).await });
+    let jb = tokio::spawn(async move { b.run(|ctx| async move { ctx.cancelled().await }).await });
+    let end = Instant::now() + Duration::from_secs(3);
+    let mut first = None;
+    let mut handed = None;
+    while Instant::now() < end {
+        let (la, lb) = (ra.borrow().token(), rb.borrow().token());
+        assert!(la.is_none() || lb.is_none(), "two leaders: {la:?} {lb:?}");
+        if first.is_none() {
+            if let Some(t) = la.or(lb) {
+                first = Some((la.is_some(), t));
+                if la.is_some() {
+                    ha.resign()
+                } else {
+                    hb.resign()
+                }
+            }
+        } else if let (Some((a_first, t1)), None) = (first, handed) {
+            let other = if a_first { lb } else { la };
+            if let Some(t2) = other {
+                assert!(t2 > t1);
+                handed = Some(t2);
+            }
+        }
+        sleep(Duration::from_millis(2)).await;
+    }
+    assert!(handed.is_some(), "hand-over after resign: {first:?}");
+    ha.resign();
+    hb.resign();
+    let _ = ja.await;
+    let _ = jb.await;
+}
