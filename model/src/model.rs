@@ -838,7 +838,7 @@ impl LeaseModel {
                     token, deadline_ns, ..
                 } => format!(
                     "leader tok={} deadline={:.2}{}",
-                    token % 1_000_000_000,
+                    tok(token),
                     deadline_ns as f64 / 1e6,
                     if self.acting(&next, i) { " ACTING" } else { "" }
                 ),
@@ -851,7 +851,7 @@ impl LeaseModel {
             Some(h) => format!(
                 "{} tok={} pttl={}",
                 String::from_utf8_lossy(h.owner),
-                h.token % 1_000_000_000,
+                tok(h.token),
                 h.pttl_ms
             ),
             None => "free".to_string(),
@@ -866,7 +866,16 @@ impl LeaseModel {
                 String::new()
             },
             next.repl.len(),
-            next.res_token % 1_000_000_000
+            tok(next.res_token)
         )
     }
+}
+
+/// A token as printed in counterexamples: relative to the wall clock at tick 0 × 1000, so
+/// a token issued at tick t on a correct wall clock reads t000 ("-": none yet).
+fn tok(t: u64) -> String {
+    if t == 0 {
+        return "-".to_string();
+    }
+    (t as i64 - (WALL0_MS * 1000) as i64).to_string()
 }

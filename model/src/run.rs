@@ -49,10 +49,13 @@ impl fmt::Display for Report {
 pub fn check(setup: Setup, stop_at: Option<&'static str>) -> Report {
     let model = LeaseModel::new(setup);
     let started = Instant::now();
-    let mut builder = model.checker().threads(2);
-    if let Some(p) = stop_at {
-        builder = builder.finish_when(HasDiscoveries::AnyOf(BTreeSet::from([p])));
-    }
+    let mut builder = model.checker();
+    builder = match stop_at {
+        // One thread: the search is then strictly breadth first, so the counterexample
+        // shown is a shortest one.
+        Some(p) => builder.finish_when(HasDiscoveries::AnyOf(BTreeSet::from([p]))),
+        None => builder.threads(2),
+    };
     let checker = builder.spawn_bfs().join();
     let elapsed = started.elapsed();
     let model = checker.model();
