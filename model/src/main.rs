@@ -1,5 +1,5 @@
 //! `lease-model [--electors N] [--horizon H] [--budget B] [--faults drop,crash,failover,restart]
-//! [--control NAME] [--eager]`: checks one configuration and prints the states explored and
+//! [--control NAME] [--eager] [--stop acting|fencing|tokens]`: checks one configuration and prints the states explored and
 //! any counterexample (scripts/model runs the larger configuration of docs/model.md).
 
 use lease_model::{check, Control, Faults, Setup};
@@ -15,6 +15,7 @@ fn main() {
         control: Control::None,
         eager: false,
     };
+    let mut stop: Option<&'static str> = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || {
@@ -45,15 +46,24 @@ fn main() {
                 }
             }
             "--eager" => setup.eager = true,
+            "--stop" => {
+                stop = Some(match value().as_str() {
+                    "acting" => "one acting elector",
+                    "fencing" => "fencing: no accepted token regression",
+                    "tokens" => "tokens strictly increase",
+                    other => panic!("unknown property {other} (acting, fencing, tokens)"),
+                })
+            }
             other => panic!("unknown argument {other}"),
         }
     }
-    // A negative control stops at its first counterexample (the property it breaks).
-    let stop_at = match setup.control {
+    // A negative control stops at its first counterexample of the property it breaks
+    // (or of `--stop`'s).
+    let stop_at = stop.or(match setup.control {
         Control::None => None,
         Control::ReplicaClockBehind => Some("tokens strictly increase"),
         _ => Some("one acting elector"),
-    };
+    });
     let r = check(setup, stop_at);
     println!("{r}");
     if !r.violations.is_empty() {

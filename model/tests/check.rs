@@ -142,3 +142,11 @@ fn control_replica_clock_behind_breaks_token_order() {
         TOKENS,
     );
 }
+
+#[test]
+fn control_replica_clock_behind_duplicates_a_token_at_the_resource() {
+    breaks(
+        setup(2, 7, only("failover"), Control::ReplicaClockBehind),
+        "fencing: no accepted token regression",
+    );
+}
