@@ -21,7 +21,8 @@ pub const BOUNDS: [(&str, i64, i64); 3] = [
 ];
 
 /// The configuration in force, as Redis stores it (`grace_ms` may be -1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// `Hash`: the model checker (model/) stores this in its hashed states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
     pub max_ttl: i64,
     pub grace_ms: i64,

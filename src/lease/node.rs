@@ -6,7 +6,8 @@
 use crate::lease::config::Config;
 use crate::lease::state::{Grace, Now};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+// `Hash`: the model checker (model/) stores this in its hashed states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Node {
     pub config: Config,
     /// Highest token this process has issued, applied from its primary, or loaded: the next

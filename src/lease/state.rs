@@ -29,7 +29,8 @@ pub struct Now {
 
 /// One lease key's value. A free lease keeps its key (and so its last token): that is what
 /// makes tokens keep rising across release and expiry.
-#[derive(Clone, Debug, PartialEq, Eq)]
+// `Hash`: the model checker (model/) stores this in its hashed states.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lease {
     /// Holder's owner id; empty when free (an owner is never empty, the parser refuses it).
     owner: Box<[u8]>,
