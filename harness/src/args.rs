@@ -27,23 +27,9 @@ impl Args {
         self.rest.len() != before
     }
 
-    /// Every value of a repeatable option; `--fault a,b --fault c` gives `[a, b, c]`.
-    pub fn values(&mut self, name: &str) -> Result<Vec<String>, String> {
-        let mut out = vec![];
-        while let Some(i) = self.rest.iter().position(|a| a == name) {
-            if i + 1 >= self.rest.len() {
-                return Err(format!("{name} needs a value"));
-            }
-            let v = self.rest.remove(i + 1);
-            self.rest.remove(i);
-            out.extend(v.split(',').filter(|s| !s.is_empty()).map(str::to_string));
-        }
-        Ok(out)
-    }
-
-    /// A single-valued option, taken as is (no comma split: a `redis+sentinel://` URL lists
-    /// its Sentinels with commas).
-    pub fn value(&mut self, name: &str) -> Result<Option<String>, String> {
+    /// Every value of a repeatable option, each taken as is (no comma split): `--redis` is
+    /// repeatable (quorum mode) and a `redis+sentinel://` URL lists its Sentinels with commas.
+    pub fn repeated(&mut self, name: &str) -> Result<Vec<String>, String> {
         let mut out = vec![];
         while let Some(i) = self.rest.iter().position(|a| a == name) {
             if i + 1 >= self.rest.len() {
@@ -52,6 +38,21 @@ impl Args {
             out.push(self.rest.remove(i + 1));
             self.rest.remove(i);
         }
+        Ok(out)
+    }
+
+    /// Every value of a repeatable list option; `--fault a,b --fault c` gives `[a, b, c]`.
+    pub fn values(&mut self, name: &str) -> Result<Vec<String>, String> {
+        Ok(self
+            .repeated(name)?
+            .iter()
+            .flat_map(|v| v.split(',').filter(|s| !s.is_empty()).map(str::to_string))
+            .collect())
+    }
+
+    /// A single-valued option, taken as is (no comma split).
+    pub fn value(&mut self, name: &str) -> Result<Option<String>, String> {
+        let mut out = self.repeated(name)?;
         if out.len() > 1 {
             return Err(format!("{name} given more than once"));
         }
@@ -109,5 +110,14 @@ mod tests {
         assert!(a("--runs x").parsed("--runs", 1u32).is_err());
         assert!(a("--bogus 1").done().is_err());
         assert!(a("--runs").value("--runs").is_err());
+        // A Sentinel URL keeps its commas; a repeated --redis gives one value per occurrence.
+        let mut r = a("--redis redis+sentinel://a:1,b:2/m --redis redis://c:3/");
+        assert_eq!(
+            r.repeated("--redis"),
+            Ok(vec![
+                "redis+sentinel://a:1,b:2/m".to_string(),
+                "redis://c:3/".to_string()
+            ])
+        );
     }
 }

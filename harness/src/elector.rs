@@ -56,7 +56,7 @@ struct Work {
 pub fn main(mut args: Args) -> Result<ExitCode, String> {
     let id = args.required("--id")?;
     // Several `--redis`: quorum mode over independent primaries (docs/quorum.md).
-    let redis = args.values("--redis")?;
+    let redis = args.repeated("--redis")?;
     if redis.is_empty() {
         return Err("--redis is required".into());
     }
