@@ -62,20 +62,11 @@ impl Node {
                 }
             }
         };
-        match cmd.query_async::<Value>(&mut c).await {
-            Ok(Value::ServerError(e)) => Err(CommandError::from_server(
-                e.code(),
-                e.details().unwrap_or(""),
-            )),
-            Ok(v) => Ok(v),
-            Err(e) => {
-                let e = CommandError::from(e);
-                if e.kind.is_unreachable() {
-                    *self.conn.lock().await = None;
-                }
-                Err(e)
-            }
+        let r = crate::transport::reply(cmd.query_async::<Value>(&mut c).await);
+        if r.as_ref().is_err_and(|e| e.kind.is_unreachable()) {
+            *self.conn.lock().await = None;
         }
+        r
     }
 }
 
@@ -417,16 +408,14 @@ impl Transport for QuorumTransport {
             .await;
         let mut found = None;
         for (i, r) in replies.iter().enumerate() {
-            if let Some(Ok(Value::Array(v))) = r {
-                if let [Value::BulkString(o), Value::Int(t), Value::Int(p)] = v.as_slice() {
-                    if *o == self.owner.as_bytes() && *t > 0 {
+            // Same parser as the single-node transport (RESP2 array or RESP3 map); a node that
+            // errs or answers oddly simply shows no holding of ours.
+            if let Some(Ok(v)) = r {
+                if let Ok(Some(info)) = crate::transport::lease_info_of(v.clone()) {
+                    if info.owner == self.owner {
                         // Stray grants may carry different tokens: remember each.
-                        self.held[i] = Some(*t as u64);
-                        found = Some(LeaseInfo {
-                            owner: self.owner.clone(),
-                            token: *t as u64,
-                            pttl: Duration::from_millis((*p).max(0) as u64),
-                        });
+                        self.held[i] = Some(info.token);
+                        found = Some(info);
                     }
                 }
             }

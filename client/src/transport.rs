@@ -190,22 +190,11 @@ impl RedisTransport {
         self.in_flight = true;
         let r = cmd.query_async::<Value>(&mut c).await;
         self.in_flight = false;
-        match r {
-            // Error replies may come back as a Value (RESP3) or an Err; unify.
-            Ok(Value::ServerError(e)) => Err(CommandError::from_server(
-                e.code(),
-                e.details().unwrap_or(""),
-            )),
-            Ok(v) => Ok(v),
-            Err(e) => {
-                let e = CommandError::from(e);
-                if e.kind.is_unreachable() {
-                    self.conn = None;
-                }
-                Err(e)
-            }
+        let r = reply(r);
+        if r.as_ref().is_err_and(|e| e.kind.is_unreachable()) {
+            self.conn = None;
         }
-        .inspect_err(|e| {
+        r.inspect_err(|e| {
             if self.sentinel.is_some() && crate::sentinel::means_rediscover(e) {
                 self.conn = None;
             }
@@ -239,6 +228,56 @@ impl RedisTransport {
                 "LEASE.FENCE replied {other:?}"
             ))),
         }
+    }
+}
+
+/// One reply as a value or a classified error. Error replies may come back as a Value (RESP3)
+/// or an Err; unify. (Shared by the quorum transport.)
+pub(crate) fn reply(r: redis::RedisResult<Value>) -> Result<Value, CommandError> {
+    match r {
+        Ok(Value::ServerError(e)) => Err(CommandError::from_server(
+            e.code(),
+            e.details().unwrap_or(""),
+        )),
+        Ok(v) => Ok(v),
+        Err(e) => Err(CommandError::from(e)),
+    }
+}
+
+/// `LEASE.GET`'s reply: nil, a RESP2 array `[owner, token, pttl]` or a RESP3 map.
+pub(crate) fn lease_info_of(v: Value) -> Result<Option<LeaseInfo>, CommandError> {
+    let fields: Vec<Value> = match v {
+        Value::Nil => return Ok(None),
+        Value::Array(items) => items,
+        // RESP3: a map owner/token/pttl.
+        Value::Map(pairs) => {
+            let find = |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| string_of(k).as_deref() == Some(name))
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or(Value::Nil)
+            };
+            vec![find("owner"), find("token"), find("pttl")]
+        }
+        other => {
+            return Err(CommandError::protocol(format!(
+                "LEASE.GET replied {other:?}"
+            )))
+        }
+    };
+    match fields.as_slice() {
+        [o, Value::Int(t), Value::Int(p)] if *t > 0 && *p >= 0 => match string_of(o) {
+            Some(owner) => Ok(Some(LeaseInfo {
+                owner,
+                token: *t as u64,
+                pttl: Duration::from_millis(*p as u64),
+            })),
+            None => Err(CommandError::protocol("LEASE.GET owner is not a string")),
+        },
+        _ => Err(CommandError::protocol(format!(
+            "LEASE.GET replied {fields:?}"
+        ))),
     }
 }
 
@@ -343,38 +382,6 @@ impl Transport for RedisTransport {
 
     async fn get(&mut self, key: &str) -> Result<Option<LeaseInfo>, CommandError> {
         let v = self.query(redis::cmd("LEASE.GET").arg(key)).await?;
-        let fields: Vec<Value> = match v {
-            Value::Nil => return Ok(None),
-            Value::Array(items) => items,
-            // RESP3: a map owner/token/pttl.
-            Value::Map(pairs) => {
-                let find = |name: &str| {
-                    pairs
-                        .iter()
-                        .find(|(k, _)| string_of(k).as_deref() == Some(name))
-                        .map(|(_, v)| v.clone())
-                        .unwrap_or(Value::Nil)
-                };
-                vec![find("owner"), find("token"), find("pttl")]
-            }
-            other => {
-                return Err(CommandError::protocol(format!(
-                    "LEASE.GET replied {other:?}"
-                )))
-            }
-        };
-        match fields.as_slice() {
-            [o, Value::Int(t), Value::Int(p)] if *t > 0 && *p >= 0 => match string_of(o) {
-                Some(owner) => Ok(Some(LeaseInfo {
-                    owner,
-                    token: *t as u64,
-                    pttl: Duration::from_millis(*p as u64),
-                })),
-                None => Err(CommandError::protocol("LEASE.GET owner is not a string")),
-            },
-            _ => Err(CommandError::protocol(format!(
-                "LEASE.GET replied {fields:?}"
-            ))),
-        }
+        lease_info_of(v)
     }
 }
