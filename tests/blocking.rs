@@ -1,5 +1,5 @@
 //! BLOCK: wake-ups on release, expiry and end of grace, measured against a bound; timeout;
-//! FIFO; no blocking inside MULTI/Lua; grace after start (SPEC §6, §7).
+//! FIFO; no blocking inside MULTI/Lua; grace after start (docs/protocol.md §5, §6).
 //!
 //! The bounds here are generous (CI machines are shared); the latency targets themselves
 //! are measured by `scripts/bench`.

@@ -1,4 +1,4 @@
-//! Wall-clock steps on the server (SPEC §5): +1 h and −1 h in the middle of a lease neither
+//! Wall-clock steps on the server (docs/protocol.md §2): +1 h and −1 h in the middle of a lease neither
 //! end nor extend it; it ends when its monotonic TTL says, and the waiter blocked on it is
 //! woken then.
 //!
@@ -218,7 +218,7 @@ fn wall_clock_step_back_during_grace_does_not_delay_its_end() {
     );
 }
 
-/// The one residual clock assumption (SPEC §5), demonstrated: tokens after a failover rise
+/// The one residual clock assumption (docs/protocol.md §2), demonstrated: tokens after a failover rise
 /// above a grant the new primary never saw only if its wall clock is not behind the old
 /// primary's by more than the grace period. Here the replica's wall clock runs an hour
 /// behind (libfaketime "-3600"): after promotion and grace its token is not above the lost

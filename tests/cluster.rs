@@ -1,4 +1,4 @@
-//! Redis Cluster (SPEC §3 key spec, §6): 3 primaries + 3 replicas started by the test and
+//! Redis Cluster (the commands' key spec; docs/protocol.md §4): 3 primaries + 3 replicas started by the test and
 //! joined with `redis-cli --cluster create`; a lease lives on its slot's primary and a
 //! cluster-aware client reaches it (MOVED followed); `CLUSTER FAILOVER` on one replica starts
 //! grace on that new primary only; FENCE refuses an inner command in another slot.

@@ -1,4 +1,4 @@
-//! SPEC §3 row by row against a real redis-server with the module loaded, plus every error:
+//! The command reference (README, docs/protocol.md) row by row against a real redis-server with the module loaded, plus every error:
 //! each is one line, changes nothing, and the server stays up.
 
 mod common;

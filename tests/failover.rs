@@ -1,4 +1,4 @@
-//! Losing state and what saves you (SPEC §5, §6): a replica promoted after it missed a grant,
+//! Losing state and what saves you (docs/failover.md §1, §2): a replica promoted after it missed a grant,
 //! and a server restarted without (or with lagging) persistence. In both cases the new
 //! primary does not know every lease that may be live, so it grants nothing new for the
 //! grace period (default `lease.max-ttl`), keeps renewing what it does know, and then issues

@@ -1,4 +1,4 @@
-//! Replication (SPEC §6): replicas receive the primary's decisions as `LEASE.APPLY` effects
+//! Replication (docs/protocol.md §4): replicas receive the primary's decisions as `LEASE.APPLY` effects
 //! and end in the same state after every command; expiry is judged on the primary and
 //! reaches the replica as a `FREE` effect; `WAIT` and `min-replicas-to-write` apply to lease
 //! commands; the effect command cannot be forged by a client (plain, MULTI, Lua, functions).

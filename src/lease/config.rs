@@ -1,4 +1,4 @@
-//! `lease.max-ttl`, `lease.grace-ms`, `lease.max-owner-len` (SPEC §8) as a plain value, their
+//! `lease.max-ttl`, `lease.grace-ms`, `lease.max-owner-len` (README, Configuration) as a plain value, their
 //! bounds and defaults, and the parser of `loadmodule` arguments. The module layer keeps the
 //! three numbers in the atomics Redis' CONFIG machinery writes to and hands a `Config`
 //! snapshot to the engine with every request.
@@ -8,7 +8,7 @@ use crate::lease::state::OWNER_HARD_CAP;
 
 pub const DEFAULT_MAX_TTL: i64 = 30_000;
 pub const DEFAULT_MAX_OWNER_LEN: i64 = 256;
-/// -1 = follow `lease.max-ttl` (the SPEC's default: a new primary waits out the longest
+/// -1 = follow `lease.max-ttl` (the default: a new primary waits out the longest
 /// lease the old one could have granted).
 pub const DEFAULT_GRACE_MS: i64 = -1;
 

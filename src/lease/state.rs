@@ -237,7 +237,7 @@ impl Lease {
         }
     }
 
-    /// Token rule (SPEC §5, extended): max(last + 1, wall_ms × 1000, floor).
+    /// Token rule (docs/protocol.md §3): max(last + 1, wall_ms × 1000, floor).
     /// - `last + 1` keeps tokens strictly rising on this key whatever the wall clock does.
     /// - `floor` is one above the highest token this server process has issued, applied or
     ///   loaded on any key. It covers what the wall-clock term cannot: a `DEL` and a new
@@ -451,7 +451,7 @@ impl Lease {
     }
 }
 
-/// Grace after start or promotion (SPEC §6), judged on the monotonic clock.
+/// Grace after start or promotion (docs/protocol.md §5), judged on the monotonic clock.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Grace {
     started_mono_us: u64,

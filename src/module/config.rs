@@ -1,4 +1,4 @@
-//! `lease.max-ttl`, `lease.grace-ms`, `lease.max-owner-len` (SPEC §8) as Redis stores them.
+//! `lease.max-ttl`, `lease.grace-ms`, `lease.max-owner-len` (README, Configuration) as Redis stores them.
 //! Registered as module configs in lib.rs (so `CONFIG SET/GET lease.*` and redis.conf lines
 //! work, and Redis itself refuses out-of-range values with its own one-line error), and also
 //! accepted as `loadmodule` arguments (parsed in `crate::lease::config`). Redis writes these

@@ -198,7 +198,7 @@ fn run_on_key(
 
 /// Whether an `ArmTimer` must add an entry; records it if so. `ArmTimer` is always for the
 /// lease's current deadline, and an entry pending at or before it already guarantees a
-/// look at the key in time (SPEC §7: the expiry check it triggers re-arms for the then
+/// look at the key in time (docs/protocol.md §6: the expiry check it triggers re-arms for the then
 /// current deadline; `Lease::set_deadline` drops the record when the deadline moves
 /// earlier).
 fn note_timer(l: &mut crate::lease::Lease) -> bool {

@@ -9,7 +9,7 @@ use std::os::raw::{c_char, c_int};
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// Both server clocks, read once per command. CLOCK_MONOTONIC is the clock that judges
-/// expiry (SPEC §5); CLOCK_REALTIME only converts deadlines that leave the process.
+/// expiry (docs/protocol.md §2); CLOCK_REALTIME only converts deadlines that leave the process.
 pub fn now() -> Now {
     Now {
         mono_us: clock_us(libc::CLOCK_MONOTONIC),
@@ -353,7 +353,7 @@ macro_rules! call_with_effect {
 
 /// Replicates an effect to replicas and the AOF as `LEASE.APPLY key HOLD owner token
 /// expires_wall_ms` or `LEASE.APPLY key FREE token`: the primary's decision, never the
-/// command a replica would re-judge against its own clock (SPEC §6). `args` are the
+/// command a replica would re-judge against its own clock (docs/protocol.md §4). `args` are the
 /// command's own arguments (empty for callbacks), reused where their bytes match.
 pub fn replicate_effect(
     ctx: *mut raw::RedisModuleCtx,

@@ -1,4 +1,4 @@
-//! Expiry timers (SPEC §7: waiters wake at the expiry instant, not on a poll) and the
+//! Expiry timers (docs/protocol.md §6: waiters wake at the expiry instant, not on a poll) and the
 //! grace-end timer.
 //!
 //! Expiry: one min-heap of `(fire instant, db, key)` entries under ONE Redis module timer,
@@ -49,7 +49,7 @@ lazy_static::lazy_static! {
 const MAX_TIMER_MS: u64 = 86_400_000;
 /// Work per timer callback before yielding to the event loop (µs of monotonic time).
 const BATCH_BUDGET_US: u64 = 2_000;
-/// Keys with blocked acquirers looked at first in each batch (SPEC §7: a waiter wakes at
+/// Keys with blocked acquirers looked at first in each batch (docs/protocol.md §6: a waiter wakes at
 /// its lease's expiry, also when 100,000 other leases expire in the same millisecond and
 /// its key's entry would come up only a few batches later).
 const WAITER_KEYS_FIRST: usize = 256;
@@ -183,7 +183,7 @@ pub fn overdue(now: Now) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------
-// Grace (SPEC §6)
+// Grace (docs/protocol.md §5)
 
 /// Starts a grace period now (module load, promotion; see `Node::start_grace` for why).
 pub fn start_grace(ctx: &Context, why: &str) {

@@ -1,4 +1,4 @@
-//! Grace after start and promotion (SPEC §6): nothing new is granted, known leases go on.
+//! Grace after start and promotion (docs/protocol.md §5): nothing new is granted, known leases go on.
 
 use super::testing::*;
 use super::{Counter::*, Effect::*, Reply};

@@ -104,7 +104,7 @@ impl Counter {
     }
 }
 
-/// Keyspace notifications (module event class) for subscribers (SPEC §7).
+/// Keyspace notifications (module event class) for subscribers (docs/protocol.md §6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     Acquired,
@@ -116,7 +116,7 @@ pub enum Event {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
     /// Send this decision to replicas and the AOF as `LEASE.APPLY` (never the command a
-    /// replica would re-judge against its own clock, SPEC §6).
+    /// replica would re-judge against its own clock, docs/protocol.md §4).
     Replicate(Apply),
     /// Propagate the command as received (a replica's `LEASE.APPLY`, so that the replica's
     /// own AOF records it; module commands are never propagated implicitly).
@@ -262,7 +262,7 @@ pub fn handle_with(
                 // (as after a timeout) and not the GRACE error.
                 Acquire::InGrace { .. } if block.is_some() => Reply::Null,
                 Acquire::InGrace { ms_left } => {
-                    // A newcomer must see why it is refused, not a silent nil (SPEC §6).
+                    // A newcomer must see why it is refused, not a silent nil (docs/protocol.md §5).
                     fx.push(Effect::Count(Counter::GraceRejected));
                     Reply::Error(LeaseError::Grace { ms_left })
                 }
