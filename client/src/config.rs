@@ -10,7 +10,9 @@ use crate::error::LeaseError;
 /// Defaults for `ttl = T`: `renew_interval = T/3`, `drift = 0.01`, `margin = min(T/100, 50 ms)`,
 /// `stop_budget = T/5`, `block_timeout = 5 s`, `op_timeout = T/5` (at least 50 ms),
 /// `min_replicas = 0`, `wait_timeout = T/10`, backoff 50 ms .. 5 s.
-#[derive(Clone, Debug)]
+// Debug is written by hand: `redis_url` may carry a password (`redis://user:pw@host`), and a
+// configuration is the kind of value that ends up in a log line.
+#[derive(Clone)]
 pub struct ElectorConfig {
     /// `redis://host:port/db` (anything the `redis` crate accepts).
     pub redis_url: String,
@@ -47,6 +49,45 @@ pub struct ElectorConfig {
     /// Reconnect backoff: full jitter in `[0, min(backoff_max, backoff_min * 2^attempt)]`.
     pub backoff_min: Duration,
     pub backoff_max: Duration,
+}
+
+impl std::fmt::Debug for ElectorConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ElectorConfig")
+            .field("redis_url", &redact_url(&self.redis_url))
+            .field("key", &self.key)
+            .field("owner", &self.owner)
+            .field("ttl", &self.ttl)
+            .field("renew_interval", &self.renew_interval)
+            .field("drift", &self.drift)
+            .field("margin", &self.margin)
+            .field("stop_budget", &self.stop_budget)
+            .field("min_replicas", &self.min_replicas)
+            .field("wait_timeout", &self.wait_timeout)
+            .field("block_timeout", &self.block_timeout)
+            .field("op_timeout", &self.op_timeout)
+            .field("backoff_min", &self.backoff_min)
+            .field("backoff_max", &self.backoff_max)
+            .finish()
+    }
+}
+
+/// `scheme://user:secret@host/...` -> `scheme://user:<redacted>@host/...`; a URL without a
+/// password is returned as is. The authority ends at the first `/` after `://`; its userinfo
+/// ends at the LAST `@` in it (a password may itself contain `@`).
+pub fn redact_url(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let end = url[start..].find('/').map_or(url.len(), |i| start + i);
+    let Some(at) = url[start..end].rfind('@').map(|i| start + i) else {
+        return url.to_string();
+    };
+    match url[start..at].find(':') {
+        Some(colon) => format!("{}<redacted>{}", &url[..start + colon + 1], &url[at..]),
+        // `redis://secret@host`: the redis crate takes a lone userinfo as the password.
+        None => format!("{}<redacted>{}", &url[..start], &url[at..]),
+    }
 }
 
 impl ElectorConfig {
@@ -139,4 +180,36 @@ pub fn default_owner() -> String {
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "unknown".into());
     format!("{host}-{}-{:08x}", std::process::id(), fastrand::u32(..))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_a_password() {
+        for (url, shown) in [
+            (
+                "redis://user:hunter2@h:6379/0",
+                "redis://user:<redacted>@h:6379/0",
+            ),
+            ("rediss://:hunter2@h:6380", "rediss://:<redacted>@h:6380"),
+            ("redis://hunter2@h", "redis://<redacted>@h"),
+            ("redis://u:p@ss@w0rd@h/2", "redis://u:<redacted>@h/2"),
+            (
+                "redis+sentinel://u:hunter2@s1:26379,s2:26379/mymaster",
+                "redis+sentinel://u:<redacted>@s1:26379,s2:26379/mymaster",
+            ),
+            ("redis://h:6379/0", "redis://h:6379/0"),
+            ("unix:///run/redis.sock", "unix:///run/redis.sock"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+            let dbg = format!("{:?}", ElectorConfig::new(url, "k", Duration::from_secs(1)));
+            assert!(dbg.contains(&format!("{shown:?}")), "{dbg}");
+            for secret in ["hunter2", "ss@w0rd"] {
+                assert!(!dbg.contains(secret), "{dbg}");
+            }
+        }
+    }
 }

@@ -47,8 +47,8 @@ pub fn url(sentinels: &[String], master_name: &str) -> String {
     format!("{SCHEME}{}/{master_name}", sentinels.join(","))
 }
 
-/// A parsed `redis+sentinel://` URL.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A parsed `redis+sentinel://` URL. Debug hides the password of `userinfo`.
+#[derive(Clone, PartialEq, Eq)]
 pub struct SentinelAddr {
     /// `host:port` of every Sentinel, the one that answered last first.
     pub sentinels: Vec<String>,
@@ -56,6 +56,21 @@ pub struct SentinelAddr {
     /// `[user]:password@` as written (applied to data nodes), without the `@`.
     pub userinfo: Option<String>,
     pub db: Option<i64>,
+}
+
+impl std::fmt::Debug for SentinelAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let userinfo = self.userinfo.as_ref().map(|u| match u.split_once(':') {
+            Some((user, _)) => format!("{user}:<redacted>"),
+            None => "<redacted>".to_string(),
+        });
+        f.debug_struct("SentinelAddr")
+            .field("sentinels", &self.sentinels)
+            .field("master_name", &self.master_name)
+            .field("userinfo", &userinfo)
+            .field("db", &self.db)
+            .finish()
+    }
 }
 
 impl SentinelAddr {
@@ -264,6 +279,24 @@ pub fn moved_target(e: &CommandError, current: &Client) -> Option<Client> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn debug_hides_the_password() {
+        let a = SentinelAddr::parse("redis+sentinel://u:hunter2@s1:26379,s2:26379/m")
+            .expect("valid")
+            .expect("a sentinel url");
+        let dbg = format!("{a:?}");
+        assert!(
+            !dbg.contains("hunter2") && dbg.contains("u:<redacted>"),
+            "{dbg}"
+        );
+        assert_eq!(
+            a.userinfo.as_deref(),
+            Some("u:hunter2"),
+            "the value itself is kept"
+        );
+    }
+
     use super::*;
 
     #[test]
