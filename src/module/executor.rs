@@ -499,7 +499,7 @@ pub fn rearm_all(ctx: &Context) {
         // iterates the keyspace for us). Expiry entries, the only effect of `Rearm` in
         // practice, go into the heap in one batch without opening each key again (issue 16:
         // promotion with 1M leases took 4.4 s through `execute` one key at a time).
-        let mut entries: Vec<(u64, Box<[u8]>)> = vec![];
+        let mut entries: Vec<timers::Entry> = vec![];
         let mut todo: Vec<(Vec<u8>, Vec<Effect>)> = vec![];
         keys::scan_leases(ctx.ctx, &mut |name, lease| {
             // Forced: after loading, promotion or SWAPDB no entry is pending for any lease.
@@ -508,7 +508,7 @@ pub fn rearm_all(ctx: &Context) {
             out.effects.retain(|e| match *e {
                 Effect::ArmTimer { deadline_mono_us } => {
                     if note_timer(lease) {
-                        entries.push((deadline_mono_us, name.into()));
+                        entries.push(timers::Entry::new(deadline_mono_us, db, name));
                     }
                     false
                 }
@@ -519,7 +519,7 @@ pub fn rearm_all(ctx: &Context) {
             }
         });
         found += entries.len();
-        timers::add_many(ctx, db, entries, now, on_due);
+        timers::add_many(ctx, entries, now, on_due);
         for (name, effects) in todo {
             let key = ffi::string(ctx.ctx, &name);
             execute(ctx, key.inner, effects, now, ffi::CommandArgs::NONE);

@@ -16,23 +16,54 @@
 //! (100,000 leases with the same deadline) does not stall the event loop for its whole length.
 
 use crate::lease::Now;
+use crate::module::duekey::DueKey;
 use crate::module::guard::{guard, lock};
 use crate::module::{blocking, ffi, node};
 use redis_module::{Context, RedisModuleTimerID};
-use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// (fire instant in monotonic µs, db, key). Ordered by instant first.
-type Entry = (u64, i32, Box<[u8]>);
+/// (fire instant in monotonic µs, then db and key in a `DueKey`): 16 bytes. A name, never a
+/// reference to a value (see `duekey` for why that keeps stale entries harmless).
+pub struct Entry {
+    at: u64,
+    key: DueKey,
+}
+
+impl Entry {
+    pub fn new(at: u64, db: i32, key: &[u8]) -> Entry {
+        Entry {
+            at,
+            key: DueKey::new(db, key),
+        }
+    }
+}
+
+// Ordered by instant only, reversed: `BinaryHeap` is a max-heap and pops the earliest.
+impl Ord for Entry {
+    fn cmp(&self, other: &Entry) -> std::cmp::Ordering {
+        other.at.cmp(&self.at)
+    }
+}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Entry) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        self.at == other.at
+    }
+}
+impl Eq for Entry {}
 
 /// Called for each due entry: (ctx, db, key, true), and for keys with blocked acquirers
 /// ahead of their entries: (ctx, db, key, false) = expire it if it is due, nothing else.
 pub type OnDue = fn(&Context, i32, &[u8], bool);
 
 struct Wheel {
-    heap: BinaryHeap<Reverse<Entry>>,
+    heap: BinaryHeap<Entry>,
     /// The Redis timer and the monotonic instant it was armed for.
     timer: Option<(RedisModuleTimerID, u64)>,
     on_due: Option<OnDue>,
@@ -61,28 +92,26 @@ const CLOCK_EVERY: usize = 32;
 pub fn ensure(ctx: &Context, db: i32, key: &[u8], deadline_mono_us: u64, now: Now, on_due: OnDue) {
     let mut w = lock(&EXPIRY);
     w.on_due = Some(on_due);
-    w.heap.push(Reverse((deadline_mono_us, db, key.into())));
+    w.heap.push(Entry::new(deadline_mono_us, db, key));
     arm(ctx, &mut w, now.mono_us);
 }
 
-/// `ensure` for many keys of one db at once (re-arming after loading, promotion, SWAPDB).
-pub fn add_many(ctx: &Context, db: i32, entries: Vec<(u64, Box<[u8]>)>, now: Now, on_due: OnDue) {
+/// `ensure` for many keys at once (re-arming after loading, promotion, SWAPDB).
+pub fn add_many(ctx: &Context, entries: Vec<Entry>, now: Now, on_due: OnDue) {
     if entries.is_empty() {
         return;
     }
     let mut w = lock(&EXPIRY);
     w.on_due = Some(on_due);
-    w.heap
-        .extend(entries.into_iter().map(|(at, key)| Reverse((at, db, key))));
+    w.heap.extend(entries);
     arm(ctx, &mut w, now.mono_us);
 }
 
 /// Arms the one Redis timer for the earliest entry, unless it is already armed no later.
 fn arm(ctx: &Context, w: &mut Wheel, now_mono_us: u64) {
-    let Some(Reverse((first, _, _))) = w.heap.peek() else {
+    let Some(first) = w.heap.peek().map(|e| e.at) else {
         return;
     };
-    let first = *first;
     if let Some((id, at)) = w.timer {
         if at <= first {
             return;
@@ -123,7 +152,7 @@ pub fn run_due(ctx: &Context, restart: bool) {
     let first = {
         let w = lock(&EXPIRY);
         match w.heap.peek() {
-            Some(Reverse((at, _, _))) if *at <= now => w.on_due,
+            Some(e) if e.at <= now => w.on_due,
             _ => None,
         }
     };
@@ -143,16 +172,16 @@ pub fn run_due(ctx: &Context, restart: bool) {
         // Popped under the lock, handled without it: the handler may add entries.
         let (entry, on_due) = {
             let mut w = lock(&EXPIRY);
-            if !matches!(w.heap.peek(), Some(Reverse((at, _, _))) if *at <= now) {
+            if !matches!(w.heap.peek(), Some(e) if e.at <= now) {
                 break;
             }
             (w.heap.pop(), w.on_due)
         };
-        let (Some(Reverse((_, db, key))), Some(on_due)) = (entry, on_due) else {
+        let (Some(entry), Some(on_due)) = (entry, on_due) else {
             break;
         };
         n += 1;
-        on_due(ctx, db, &key, true);
+        on_due(ctx, entry.key.db(), entry.key.key(), true);
     }
     let mut w = lock(&EXPIRY);
     // Entries still due (budget spent): a 0 ms timer lets Redis serve clients first.
@@ -179,7 +208,7 @@ pub fn armed() -> usize {
 
 /// Whether the earliest entry's instant has passed (the cron safety net then runs a batch).
 pub fn overdue(now: Now) -> bool {
-    matches!(lock(&EXPIRY).heap.peek(), Some(Reverse((at, _, _))) if *at <= now.mono_us)
+    matches!(lock(&EXPIRY).heap.peek(), Some(e) if e.at <= now.mono_us)
 }
 
 // ---------------------------------------------------------------------------------------
