@@ -428,20 +428,21 @@ unsafe extern "C" fn free_waiter(
 // Expiry
 
 /// An expiry-timer entry for (db, key) is due (`fired`), or the key has blocked acquirers
-/// and is looked at ahead of its entry (see `timers::run_due`).
-fn on_due(ctx: &Context, db: i32, key: &[u8], fired: bool) {
-    check_expiry(ctx, db, key, fired);
+/// and is looked at ahead of its entry (see `timers::run_due`). True if waiters were woken.
+fn on_due(ctx: &Context, db: i32, key: &[u8], fired: bool) -> bool {
+    check_expiry(ctx, db, key, fired)
 }
 
 /// Frees the lease at `key` if its monotonic deadline has passed, else re-arms its timer.
 /// `fired`: called for a timer entry that was due (it is gone); else the key's entry is
-/// still pending and its record stays as it is.
-pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8], fired: bool) {
+/// still pending and its record stays as it is. True if it signalled blocked acquirers.
+pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8], fired: bool) -> bool {
     // Only the primary judges expiry; a replica waits for the primary's FREE effect.
     let before = ffi::selected_db(ctx.ctx);
     if !server::is_primary(ctx) || !ffi::select_db(ctx.ctx, db) {
-        return;
+        return false;
     }
+    let mut woke = false;
     let now = ffi::now();
     let key = ffi::string(ctx.ctx, key_name);
     // Another type at the key (the lease was deleted and the name reused): nothing to do.
@@ -459,9 +460,11 @@ pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8], fired: bool) {
             TimerEntry::Known
         },
     ) {
+        woke = out.effects.iter().any(|e| matches!(e, Effect::WakeWaiters));
         execute(ctx, key.inner, out.effects, now, ffi::CommandArgs::NONE);
     }
     ffi::select_db(ctx.ctx, before);
+    woke
 }
 
 /// A held lease arrived under a new name (RENAME, COPY, RESTORE, MOVE): arm its timer.
