@@ -413,16 +413,24 @@ impl Lease {
     /// derived from the monotonic deadline at `now`; right after a grant or renew that is
     /// exactly `now.wall_ms + ttl`.
     pub fn to_apply(&self, now: Now) -> Apply {
-        if self.is_held() {
-            let rem_ms = ceil_ms(self.expires_mono_us.saturating_sub(now.mono_us));
-            Apply::Hold {
+        match self.expires_wall_ms(now) {
+            Some(expires_wall_ms) => Apply::Hold {
                 owner: self.owner.as_slice().to_vec(),
                 token: self.token,
-                expires_wall_ms: now.wall_ms.saturating_add(rem_ms),
-            }
-        } else {
-            Apply::Free { token: self.token }
+                expires_wall_ms,
+            },
+            None => Apply::Free { token: self.token },
         }
+    }
+
+    /// A held lease's absolute wall-clock expiry as `to_apply` and `to_persisted` give it
+    /// (`None` when free): what leaves this process. The module's RDB save writes it with
+    /// `owner()` directly, without building a `Persisted` (an owner copy per key).
+    pub fn expires_wall_ms(&self, now: Now) -> Option<u64> {
+        self.is_held().then(|| {
+            let rem_ms = ceil_ms(self.expires_mono_us.saturating_sub(now.mono_us));
+            now.wall_ms.saturating_add(rem_ms)
+        })
     }
 
     /// Converts an absolute wall expiry into a local monotonic deadline, once.
@@ -822,6 +830,8 @@ mod tests {
         l.acquire(b"x", 5000, at(0), 0, 0).unwrap();
         let p = l.to_persisted(at(1000));
         assert_eq!(p.held, Some((b"x".to_vec(), WALL0 + 5000)));
+        assert_eq!(l.expires_wall_ms(at(1000)), Some(WALL0 + 5000));
+        assert_eq!(Lease::new().expires_wall_ms(at(1000)), None);
         // Loaded 2 s later in wall time on a server whose monotonic clock restarted at 0.
         let later = Now {
             mono_us: 0,
