@@ -287,3 +287,28 @@ pub fn end_or_rearm_grace(ctx: &Context) {
         blocking::wake_all_waiters(ctx);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The heap pops the earliest instant first (the `Ord` is reversed on purpose), and an
+    /// entry gives back the db and key it was made with.
+    #[test]
+    fn heap_pops_earliest_entry_first() {
+        let mut heap = BinaryHeap::new();
+        for (at, db, key) in [(30, 1, "c"), (10, 0, "a"), (20, 15, "b"), (10, 2, "a2")] {
+            heap.push(Entry::new(at, db, key.as_bytes()));
+        }
+        let mut got = vec![];
+        while let Some(e) = heap.pop() {
+            got.push((e.at, e.key.db(), e.key.key().to_vec()));
+        }
+        let instants: Vec<u64> = got.iter().map(|g| g.0).collect();
+        assert_eq!(instants, [10, 10, 20, 30]);
+        assert!(got.contains(&(10, 2, b"a2".to_vec())) && got.contains(&(10, 0, b"a".to_vec())));
+        assert_eq!(got[2], (20, 15, b"b".to_vec()));
+        assert_eq!(got[3], (30, 1, b"c".to_vec()));
+        assert_eq!(std::mem::size_of::<Entry>(), 16);
+    }
+}
