@@ -1,9 +1,11 @@
 //! Scale figures (issue 16), each against redis-server processes this program starts itself
 //! with the module at SO loaded. Used by `scripts/scale`; prints one line per figure.
 //!
-//! Usage: scale SO [N] [STORM] [PART...]   N leases (default 1,000,000), STORM leases that
-//! expire together (default 100,000); PART = memory | persist | renew | promote | storm
-//! (default: all).
+//! Usage: scale [--json FILE] SO [N] [STORM] [PART...]   N leases (default 1,000,000), STORM
+//! leases that expire together (default 100,000); PART = memory | persist | renew | promote |
+//! storm (default: all). `--json FILE` (anywhere on the line) also writes every figure as a
+//! flat JSON object `{"name": {"value": number, "unit": "B|s|ms|rps|ratio"}, ...}` (a figure
+//! that could not be measured, e.g. no blocked acquirer woke, has `"value": null`).
 //!
 //! - memory: `used_memory` per key after N `LEASE.ACQUIRE k owner ttl` vs N `SET k owner PX
 //!   ttl` (27-byte owners, 13-byte keys, on two fresh servers);
@@ -19,6 +21,33 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Every figure printed, for `--json`: (name, value, unit).
+static FIGURES: Mutex<Vec<(String, f64, &'static str)>> = Mutex::new(Vec::new());
+
+fn figure(name: &str, value: f64, unit: &'static str) {
+    FIGURES
+        .lock()
+        .expect("figures")
+        .push((name.to_string(), value, unit));
+}
+
+/// The figures as one flat JSON object (names are plain identifiers, so no escaping).
+fn figures_json() -> String {
+    let figs = FIGURES.lock().expect("figures");
+    let body: Vec<String> = figs
+        .iter()
+        .map(|(name, v, unit)| {
+            let v = if v.is_finite() {
+                format!("{v}")
+            } else {
+                "null".to_string()
+            };
+            format!("  \"{name}\": {{\"value\": {v}, \"unit\": \"{unit}\"}}")
+        })
+        .collect();
+    format!("{{\n{}\n}}\n", body.join(",\n"))
+}
 
 const OWNER_PREFIX: &str = "owner-"; // + 21 digits = 27 bytes
 const TTL_MS: u64 = 3_600_000;
@@ -170,7 +199,8 @@ fn wait_until(s: &Server, c: &mut redis::Connection, section: &str, field: &str,
     }
 }
 
-fn persist(s: &Server, c: &mut redis::Connection, what: &str) {
+/// (SAVE, DEBUG RELOAD NOSAVE, BGREWRITEAOF) seconds.
+fn persist(s: &Server, c: &mut redis::Connection, what: &str) -> [f64; 3] {
     let (save, _) = timed(|| redis::cmd("SAVE").query::<()>(c).expect("SAVE"));
     let (reload, _) = timed(|| {
         redis::cmd("DEBUG")
@@ -195,6 +225,7 @@ fn persist(s: &Server, c: &mut redis::Connection, what: &str) {
     println!(
         "persist {what}: SAVE {save:.2} s, DEBUG RELOAD NOSAVE {reload:.2} s, BGREWRITEAOF {rewrite:.2} s ({keys})"
     );
+    [save, reload, rewrite]
 }
 
 fn benchmark_rps(port: u16, args: &[String]) -> f64 {
@@ -336,6 +367,23 @@ fn storm(so: &str, port: u16, n: usize) {
         .expect("latency");
     let mut woken = woken.lock().expect("lock").clone();
     woken.sort_by(|a, b| a.total_cmp(b));
+    figure("storm_ping_gap_max_ms", worst.as_secs_f64() * 1000.0, "ms");
+    let nan = f64::NAN;
+    figure(
+        "storm_wake_min_ms",
+        woken.first().copied().unwrap_or(nan),
+        "ms",
+    );
+    figure(
+        "storm_wake_median_ms",
+        woken.get(woken.len() / 2).copied().unwrap_or(nan),
+        "ms",
+    );
+    figure(
+        "storm_wake_max_ms",
+        woken.last().copied().unwrap_or(nan),
+        "ms",
+    );
     println!(
         "storm {n}: setup {took:.1} s, entries armed {armed}, expired {expired}; longest PING gap {:.1} ms",
         worst.as_secs_f64() * 1000.0
@@ -371,14 +419,30 @@ fn storm(so: &str, port: u16, n: usize) {
         thread::sleep(Duration::from_millis(5));
     }
     println!("lone lease: blocked acquirer woken ms after the deadline (5 runs): {lone:?}");
+    figure("lone_wake_median_ms", median(lone.clone()), "ms");
+    figure(
+        "lone_wake_max_ms",
+        lone.iter().copied().fold(f64::NAN, f64::max),
+        "ms",
+    );
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let json = args.iter().position(|a| a == "--json").map(|i| {
+        let file = args.get(i + 1).expect("--json needs a FILE").clone();
+        args.drain(i..i + 2);
+        file
+    });
     let so = args
         .first()
-        .expect("usage: scale SO [N] [STORM] [PART...]")
+        .expect("usage: scale [--json FILE] SO [N] [STORM] [PART...]")
         .clone();
+    // redis-server runs in its own --dir: a relative module path would not be found there.
+    let so = std::fs::canonicalize(&so)
+        .unwrap_or_else(|e| panic!("module {so}: {e}"))
+        .to_string_lossy()
+        .into_owned();
     let n: usize = args
         .get(1)
         .and_then(|v| v.parse().ok())
@@ -404,12 +468,18 @@ fn main() {
             "memory {n}: used_memory per key: SET PX {per_set:.0} B, lease {per_lease:.0} B ({:.2}x); fill {tp:.1} s vs {tl:.1} s",
             per_lease / per_set
         );
+        figure("memory_per_key_set_px", per_set, "B");
+        figure("memory_per_key_lease", per_lease, "B");
+        figure("memory_ratio", per_lease / per_set, "ratio");
+        figure("fill_set_px_s", tp, "s");
+        figure("fill_lease_s", tl, "s");
         let mu: i64 = redis::cmd("MEMORY")
             .arg("USAGE")
             .arg(key(0))
             .query(&mut lc)
             .expect("memory usage");
         println!("memory: MEMORY USAGE of one lease {mu} B");
+        figure("memory_usage_one_lease", mu as f64, "B");
         if want("renew") {
             let one = Server::start(&so, base + 2, &[]);
             let mut oc = one.conn();
@@ -433,6 +503,9 @@ fn main() {
                 "renew: {a:.0} rps with {n} leases vs {b:.0} with 1 ({:.2}x; rounds {at_n:?} / {at_1:?})",
                 a / b
             );
+            figure("renew_rps_n_leases", a, "rps");
+            figure("renew_rps_1_lease", b, "rps");
+            figure("renew_ratio", a / b, "ratio");
         }
         if want("promote") {
             let _: () = redis::cmd("REPLICAOF")
@@ -452,13 +525,29 @@ fn main() {
                 "promote {n}: REPLICAOF NO ONE (re-arms every expiry) {:.0} ms; entries armed {armed}",
                 t * 1000.0
             );
+            figure("promote_ms", t * 1000.0, "ms");
         }
         if want("persist") {
-            persist(&plain, &mut pc, "SET PX");
-            persist(&leases, &mut lc, "leases");
+            let p = persist(&plain, &mut pc, "SET PX");
+            let l = persist(&leases, &mut lc, "leases");
+            println!(
+                "persist ratio leases / SET PX: SAVE {:.2}x, DEBUG RELOAD NOSAVE {:.2}x, BGREWRITEAOF {:.2}x",
+                l[0] / p[0],
+                l[1] / p[1],
+                l[2] / p[2]
+            );
+            for (i, what) in ["save", "reload", "bgrewriteaof"].iter().enumerate() {
+                figure(&format!("{what}_set_px_s"), p[i], "s");
+                figure(&format!("{what}_lease_s"), l[i], "s");
+                figure(&format!("{what}_ratio"), l[i] / p[i], "ratio");
+            }
         }
     }
     if want("storm") {
         storm(&so, base + 3, storm_n);
+    }
+    if let Some(file) = json {
+        std::fs::write(&file, figures_json()).unwrap_or_else(|e| panic!("writing {file}: {e}"));
+        println!("figures written to {file}");
     }
 }

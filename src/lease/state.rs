@@ -33,7 +33,9 @@ pub struct Now {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lease {
     /// Holder's owner id; empty when free (an owner is never empty, the parser refuses it).
-    owner: Box<[u8]>,
+    /// Kept inside the value's own allocation up to `OWNER_INLINE` bytes (issue 16: one
+    /// allocation per lease instead of two, see `Owner`).
+    owner: Owner,
     /// The live token while held; the last token issued on this key while free.
     token: u64,
     /// Local monotonic deadline in µs. Never persisted or replicated as such (see module doc).
@@ -43,12 +45,84 @@ pub struct Lease {
     /// entry is pending for this value at or before `expires_mono_us`". It lets a renew (the
     /// deadline only moves later) skip the timer entirely; every change that moves the
     /// deadline earlier clears it (`set_deadline`). Never persisted or replicated. It lives
-    /// in this word because a separate field would grow the value from 40 to 48 bytes
-    /// (`MEMORY USAGE` ≤ 100 for a 27-byte owner); 2^63 grants cannot be reached.
+    /// in this word because a separate field would grow the value past its 64-byte size
+    /// class (see `OWNER_INLINE`); 2^63 grants cannot be reached.
     grants: u64,
 }
 
 const TIMER_PENDING: u64 = 1 << 63;
+
+/// Owners up to this many bytes live inside the `Lease` itself. 38 makes `Owner` 40 bytes
+/// and `Lease` 64, one jemalloc size class: with a 27-byte owner (a hostname-pid-random id)
+/// the value was a 48-byte `Lease` plus a 32-byte owner allocation (80 B); it is 64 B now.
+/// A longer owner costs a separate allocation as before (and 16 B more than before).
+pub const OWNER_INLINE: usize = 38;
+
+/// A small-owner-optimised byte string. Canonical: `Inline` exactly when the length is at
+/// most `OWNER_INLINE`, and the inline bytes past `len` are zero; equality and hashing go
+/// through `as_slice` anyway, so they never depend on the representation.
+#[derive(Clone)]
+enum Owner {
+    Inline { len: u8, bytes: [u8; OWNER_INLINE] },
+    Heap(Box<[u8]>),
+}
+
+impl Owner {
+    const EMPTY: Owner = Owner::Inline {
+        len: 0,
+        bytes: [0; OWNER_INLINE],
+    };
+
+    fn new(owner: &[u8]) -> Owner {
+        if owner.len() <= OWNER_INLINE {
+            let mut bytes = [0; OWNER_INLINE];
+            bytes[..owner.len()].copy_from_slice(owner);
+            Owner::Inline {
+                len: owner.len() as u8,
+                bytes,
+            }
+        } else {
+            Owner::Heap(owner.into())
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            // `len <= OWNER_INLINE` by construction; `get` keeps even a broken invariant
+            // from panicking.
+            Owner::Inline { len, bytes } => bytes.get(..usize::from(*len)).unwrap_or(&[]),
+            Owner::Heap(b) => b,
+        }
+    }
+
+    /// Bytes allocated outside the `Lease` (for `MEMORY USAGE`).
+    fn heap_len(&self) -> usize {
+        match self {
+            Owner::Inline { .. } => 0,
+            Owner::Heap(b) => b.len(),
+        }
+    }
+}
+
+impl PartialEq for Owner {
+    fn eq(&self, other: &Owner) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Owner {}
+
+impl std::hash::Hash for Owner {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state)
+    }
+}
+
+impl std::fmt::Debug for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.as_slice().fmt(f)
+    }
+}
 const GRANTS_MAX: u64 = TIMER_PENDING - 1;
 
 /// One `LEASE.APPLY`: what a replica or an AOF replays, the decision already taken by the
@@ -156,7 +230,7 @@ impl Lease {
     /// A free lease that never issued a token.
     pub fn new() -> Lease {
         Lease {
-            owner: Box::new([]),
+            owner: Owner::EMPTY,
             token: 0,
             expires_mono_us: 0,
             grants: 0,
@@ -192,7 +266,7 @@ impl Lease {
     }
 
     pub fn is_held(&self) -> bool {
-        !self.owner.is_empty()
+        !self.owner.as_slice().is_empty()
     }
 
     /// Live = held and the server's monotonic clock has not reached the deadline.
@@ -210,7 +284,7 @@ impl Lease {
     }
 
     pub fn owner(&self) -> &[u8] {
-        &self.owner
+        self.owner.as_slice()
     }
 
     /// Monotonic deadline (µs) if held; the module arms its expiry timer on it.
@@ -220,7 +294,7 @@ impl Lease {
 
     pub fn holder(&self, now: Now) -> Option<Holder<'_>> {
         self.is_live(now).then(|| Holder {
-            owner: &self.owner,
+            owner: self.owner.as_slice(),
             token: self.token,
             pttl_ms: ceil_ms(self.expires_mono_us - now.mono_us),
         })
@@ -230,7 +304,7 @@ impl Lease {
     /// can notify `lease.expired`, replicate a `Free` effect and wake waiters.
     pub fn expire_due(&mut self, now: Now) -> Option<u64> {
         if self.is_held() && !self.is_live(now) {
-            self.owner = Box::new([]);
+            self.owner = Owner::EMPTY;
             Some(self.token)
         } else {
             None
@@ -271,7 +345,7 @@ impl Lease {
         floor: u64,
     ) -> Result<Acquire, LeaseError> {
         if self.is_live(now) {
-            if &*self.owner == owner {
+            if self.owner.as_slice() == owner {
                 self.set_deadline(now.mono_us.saturating_add(ms_to_us(ttl_ms)));
                 return Ok(Acquire::Refreshed { token: self.token });
             }
@@ -285,7 +359,7 @@ impl Lease {
         // A lapsed holder (even the same owner) gets a new token: its old one may already be
         // known as stale to a resource that saw a successor.
         let token = self.next_token(now, floor)?;
-        self.owner = owner.into();
+        self.owner = Owner::new(owner);
         self.token = token;
         self.set_deadline(now.mono_us.saturating_add(ms_to_us(ttl_ms)));
         self.count_grant();
@@ -296,7 +370,7 @@ impl Lease {
     /// has already passed a deadline at which it promised to stop, and a resource may have
     /// seen the key free.
     pub fn renew(&mut self, owner: &[u8], token: u64, ttl_ms: u64, now: Now) -> bool {
-        if self.is_live(now) && &*self.owner == owner && self.token == token {
+        if self.is_live(now) && self.owner.as_slice() == owner && self.token == token {
             self.set_deadline(now.mono_us.saturating_add(ms_to_us(ttl_ms)));
             true
         } else {
@@ -309,7 +383,7 @@ impl Lease {
     /// cannot extend a lease the holder has not asked to keep. Since `token` is also the key's
     /// last-issued token, every later grant on this key is above `new_token`.
     pub fn raise(&mut self, owner: &[u8], token: u64, new_token: u64, now: Now) -> bool {
-        if self.is_live(now) && &*self.owner == owner && self.token == token {
+        if self.is_live(now) && self.owner.as_slice() == owner && self.token == token {
             self.token = self.token.max(new_token);
             true
         } else {
@@ -319,8 +393,8 @@ impl Lease {
 
     /// `LEASE.RELEASE`. The token is kept as the last issued, so the next grant is above it.
     pub fn release(&mut self, owner: &[u8], token: u64, now: Now) -> bool {
-        if self.is_live(now) && &*self.owner == owner && self.token == token {
-            self.owner = Box::new([]);
+        if self.is_live(now) && self.owner.as_slice() == owner && self.token == token {
+            self.owner = Owner::EMPTY;
             true
         } else {
             false
@@ -339,16 +413,24 @@ impl Lease {
     /// derived from the monotonic deadline at `now`; right after a grant or renew that is
     /// exactly `now.wall_ms + ttl`.
     pub fn to_apply(&self, now: Now) -> Apply {
-        if self.is_held() {
-            let rem_ms = ceil_ms(self.expires_mono_us.saturating_sub(now.mono_us));
-            Apply::Hold {
-                owner: self.owner.to_vec(),
+        match self.expires_wall_ms(now) {
+            Some(expires_wall_ms) => Apply::Hold {
+                owner: self.owner.as_slice().to_vec(),
                 token: self.token,
-                expires_wall_ms: now.wall_ms.saturating_add(rem_ms),
-            }
-        } else {
-            Apply::Free { token: self.token }
+                expires_wall_ms,
+            },
+            None => Apply::Free { token: self.token },
         }
+    }
+
+    /// A held lease's absolute wall-clock expiry as `to_apply` and `to_persisted` give it
+    /// (`None` when free): what leaves this process. The module's RDB save writes it with
+    /// `owner()` directly, without building a `Persisted` (an owner copy per key).
+    pub fn expires_wall_ms(&self, now: Now) -> Option<u64> {
+        self.is_held().then(|| {
+            let rem_ms = ceil_ms(self.expires_mono_us.saturating_sub(now.mono_us));
+            now.wall_ms.saturating_add(rem_ms)
+        })
     }
 
     /// Converts an absolute wall expiry into a local monotonic deadline, once.
@@ -372,12 +454,12 @@ impl Lease {
                 if *token != self.token {
                     self.count_grant();
                 }
-                self.owner = owner.as_slice().into();
+                self.owner = Owner::new(owner);
                 self.token = *token;
                 self.set_deadline(Self::mono_deadline(*expires_wall_ms, now));
             }
             Apply::Free { token } => {
-                self.owner = Box::new([]);
+                self.owner = Owner::EMPTY;
                 self.token = *token;
             }
         }
@@ -428,7 +510,7 @@ impl Lease {
             return None;
         }
         let mut lease = Lease {
-            owner: Box::new([]),
+            owner: Owner::EMPTY,
             token: p.token,
             expires_mono_us: 0,
             // Clamped below the bookkeeping bit (only a hostile payload gets near it).
@@ -439,7 +521,7 @@ impl Lease {
             if owner.is_empty() || owner.len() > OWNER_HARD_CAP || p.token == 0 || too_far {
                 return None;
             }
-            lease.owner = owner.into_boxed_slice();
+            lease.owner = Owner::new(&owner);
             lease.expires_mono_us = Self::mono_deadline(wall, now);
         }
         Some(lease)
@@ -447,7 +529,7 @@ impl Lease {
 
     /// Heap + inline bytes, for `MEMORY USAGE`.
     pub fn mem_usage(&self) -> usize {
-        std::mem::size_of::<Lease>() + self.owner.len()
+        std::mem::size_of::<Lease>() + self.owner.heap_len()
     }
 }
 
@@ -748,6 +830,8 @@ mod tests {
         l.acquire(b"x", 5000, at(0), 0, 0).unwrap();
         let p = l.to_persisted(at(1000));
         assert_eq!(p.held, Some((b"x".to_vec(), WALL0 + 5000)));
+        assert_eq!(l.expires_wall_ms(at(1000)), Some(WALL0 + 5000));
+        assert_eq!(Lease::new().expires_wall_ms(at(1000)), None);
         // Loaded 2 s later in wall time on a server whose monotonic clock restarted at 0.
         let later = Now {
             mono_us: 0,
@@ -841,10 +925,38 @@ mod tests {
         assert_eq!(loaded.grants(), u64::MAX >> 1);
     }
 
+    /// One 64-byte allocation per lease for owners up to `OWNER_INLINE` bytes (issue 16's
+    /// memory target); longer owners still work, with a separate allocation.
     #[test]
     fn memory_usage_is_small() {
+        assert_eq!(std::mem::size_of::<Lease>(), 64);
         let mut l = Lease::new();
         l.acquire(&[b'o'; 27], 100, at(0), 0, 0).unwrap();
-        assert!(l.mem_usage() <= 40 + 27, "{}", l.mem_usage());
+        assert_eq!(l.mem_usage(), 64);
+        for len in [1, OWNER_INLINE - 1, OWNER_INLINE, OWNER_INLINE + 1, 1000] {
+            let owner = vec![b'x'; len];
+            let mut l = Lease::new();
+            let Acquire::Granted { token } = l.acquire(&owner, 100, at(0), 0, 0).unwrap() else {
+                panic!()
+            };
+            assert_eq!(l.owner(), &owner[..], "{len}");
+            let extra = if len > OWNER_INLINE { len } else { 0 };
+            assert_eq!(l.mem_usage(), 64 + extra, "{len}");
+            // Equality and hashing see the bytes, not the representation.
+            let mut same = Lease::new();
+            same.apply(
+                &Apply::Hold {
+                    owner: owner.clone(),
+                    token,
+                    expires_wall_ms: WALL0 + 100,
+                },
+                at(0),
+            );
+            assert_eq!(same.owner(), l.owner());
+            assert!(l.renew(&owner, token, 100, at(1)), "{len}");
+            assert!(!l.renew(&owner[1..], token, 100, at(1)), "{len}");
+            assert!(l.release(&owner, token, at(2)));
+            assert!(!l.is_held() && l.owner().is_empty());
+        }
     }
 }

@@ -63,14 +63,15 @@ unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, value: *mut c_void) {
     let Some(lease) = (unsafe { lease_ref(value) }) else {
         return;
     };
+    // The fields of `Lease::to_persisted`, written from the value itself (no owner copy per
+    // key: issue 16, a save of 1M leases); `tests/compat.rs` checks the bytes.
     guard((), || {
-        let p = lease.to_persisted(ffi::now());
-        raw::save_unsigned(io, p.token);
-        raw::save_unsigned(io, p.grants);
-        match p.held {
-            Some((owner, wall)) => {
+        raw::save_unsigned(io, lease.last_token());
+        raw::save_unsigned(io, lease.grants());
+        match lease.expires_wall_ms(ffi::now()) {
+            Some(wall) => {
                 raw::save_unsigned(io, 1);
-                raw::save_slice(io, &owner);
+                raw::save_slice(io, lease.owner());
                 raw::save_unsigned(io, wall);
             }
             None => raw::save_unsigned(io, 0),

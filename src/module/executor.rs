@@ -428,20 +428,21 @@ unsafe extern "C" fn free_waiter(
 // Expiry
 
 /// An expiry-timer entry for (db, key) is due (`fired`), or the key has blocked acquirers
-/// and is looked at ahead of its entry (see `timers::run_due`).
-fn on_due(ctx: &Context, db: i32, key: &[u8], fired: bool) {
-    check_expiry(ctx, db, key, fired);
+/// and is looked at ahead of its entry (see `timers::run_due`). True if waiters were woken.
+fn on_due(ctx: &Context, db: i32, key: &[u8], fired: bool) -> bool {
+    check_expiry(ctx, db, key, fired)
 }
 
 /// Frees the lease at `key` if its monotonic deadline has passed, else re-arms its timer.
 /// `fired`: called for a timer entry that was due (it is gone); else the key's entry is
-/// still pending and its record stays as it is.
-pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8], fired: bool) {
+/// still pending and its record stays as it is. True if it signalled blocked acquirers.
+pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8], fired: bool) -> bool {
     // Only the primary judges expiry; a replica waits for the primary's FREE effect.
     let before = ffi::selected_db(ctx.ctx);
     if !server::is_primary(ctx) || !ffi::select_db(ctx.ctx, db) {
-        return;
+        return false;
     }
+    let mut woke = false;
     let now = ffi::now();
     let key = ffi::string(ctx.ctx, key_name);
     // Another type at the key (the lease was deleted and the name reused): nothing to do.
@@ -459,9 +460,11 @@ pub fn check_expiry(ctx: &Context, db: i32, key_name: &[u8], fired: bool) {
             TimerEntry::Known
         },
     ) {
+        woke = out.effects.iter().any(|e| matches!(e, Effect::WakeWaiters));
         execute(ctx, key.inner, out.effects, now, ffi::CommandArgs::NONE);
     }
     ffi::select_db(ctx.ctx, before);
+    woke
 }
 
 /// A held lease arrived under a new name (RENAME, COPY, RESTORE, MOVE): arm its timer.
@@ -499,7 +502,7 @@ pub fn rearm_all(ctx: &Context) {
         // iterates the keyspace for us). Expiry entries, the only effect of `Rearm` in
         // practice, go into the heap in one batch without opening each key again (issue 16:
         // promotion with 1M leases took 4.4 s through `execute` one key at a time).
-        let mut entries: Vec<(u64, Box<[u8]>)> = vec![];
+        let mut entries: Vec<timers::Entry> = vec![];
         let mut todo: Vec<(Vec<u8>, Vec<Effect>)> = vec![];
         keys::scan_leases(ctx.ctx, &mut |name, lease| {
             // Forced: after loading, promotion or SWAPDB no entry is pending for any lease.
@@ -508,7 +511,7 @@ pub fn rearm_all(ctx: &Context) {
             out.effects.retain(|e| match *e {
                 Effect::ArmTimer { deadline_mono_us } => {
                     if note_timer(lease) {
-                        entries.push((deadline_mono_us, name.into()));
+                        entries.push(timers::Entry::new(deadline_mono_us, db, name));
                     }
                     false
                 }
@@ -519,7 +522,7 @@ pub fn rearm_all(ctx: &Context) {
             }
         });
         found += entries.len();
-        timers::add_many(ctx, db, entries, now, on_due);
+        timers::add_many(ctx, entries, now, on_due);
         for (name, effects) in todo {
             let key = ffi::string(ctx.ctx, &name);
             execute(ctx, key.inner, effects, now, ffi::CommandArgs::NONE);

@@ -4,7 +4,7 @@
 //! Layering (each file uses only those listed before it; `tests::use_lines_form_no_cycle`
 //! checks the whole crate):
 //! - `ffi`, `guard`, `config`, `counters`: raw calls, the panic guard, CONFIG atomics, INFO
-//!   counters.
+//!   counters; `duekey`: the packed (db, key) of an expiry-timer entry.
 //! - `node`: this process' token watermark and grace start; `server`: questions to Redis.
 //! - `datatype` (RDB/AOF/DUMP callbacks) → `keys` (the one way to open a lease key).
 //! - `blocking` (BLOCKed acquirers) → `timers` (expiry and grace timers); `fenced` (the
@@ -17,6 +17,7 @@ pub mod blocking;
 pub mod config;
 pub mod counters;
 pub mod datatype;
+pub mod duekey;
 pub mod events;
 pub mod executor;
 pub mod fenced;

@@ -16,23 +16,55 @@
 //! (100,000 leases with the same deadline) does not stall the event loop for its whole length.
 
 use crate::lease::Now;
+use crate::module::duekey::DueKey;
 use crate::module::guard::{guard, lock};
 use crate::module::{blocking, ffi, node};
 use redis_module::{Context, RedisModuleTimerID};
-use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// (fire instant in monotonic µs, db, key). Ordered by instant first.
-type Entry = (u64, i32, Box<[u8]>);
+/// (fire instant in monotonic µs, then db and key in a `DueKey`): 16 bytes. A name, never a
+/// reference to a value (see `duekey` for why that keeps stale entries harmless).
+pub struct Entry {
+    at: u64,
+    key: DueKey,
+}
+
+impl Entry {
+    pub fn new(at: u64, db: i32, key: &[u8]) -> Entry {
+        Entry {
+            at,
+            key: DueKey::new(db, key),
+        }
+    }
+}
+
+// Ordered by instant only, reversed: `BinaryHeap` is a max-heap and pops the earliest.
+impl Ord for Entry {
+    fn cmp(&self, other: &Entry) -> std::cmp::Ordering {
+        other.at.cmp(&self.at)
+    }
+}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Entry) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl PartialEq for Entry {
+    fn eq(&self, other: &Entry) -> bool {
+        self.at == other.at
+    }
+}
+impl Eq for Entry {}
 
 /// Called for each due entry: (ctx, db, key, true), and for keys with blocked acquirers
 /// ahead of their entries: (ctx, db, key, false) = expire it if it is due, nothing else.
-pub type OnDue = fn(&Context, i32, &[u8], bool);
+/// Returns whether it signalled blocked acquirers.
+pub type OnDue = fn(&Context, i32, &[u8], bool) -> bool;
 
 struct Wheel {
-    heap: BinaryHeap<Reverse<Entry>>,
+    heap: BinaryHeap<Entry>,
     /// The Redis timer and the monotonic instant it was armed for.
     timer: Option<(RedisModuleTimerID, u64)>,
     on_due: Option<OnDue>,
@@ -61,28 +93,26 @@ const CLOCK_EVERY: usize = 32;
 pub fn ensure(ctx: &Context, db: i32, key: &[u8], deadline_mono_us: u64, now: Now, on_due: OnDue) {
     let mut w = lock(&EXPIRY);
     w.on_due = Some(on_due);
-    w.heap.push(Reverse((deadline_mono_us, db, key.into())));
+    w.heap.push(Entry::new(deadline_mono_us, db, key));
     arm(ctx, &mut w, now.mono_us);
 }
 
-/// `ensure` for many keys of one db at once (re-arming after loading, promotion, SWAPDB).
-pub fn add_many(ctx: &Context, db: i32, entries: Vec<(u64, Box<[u8]>)>, now: Now, on_due: OnDue) {
+/// `ensure` for many keys at once (re-arming after loading, promotion, SWAPDB).
+pub fn add_many(ctx: &Context, entries: Vec<Entry>, now: Now, on_due: OnDue) {
     if entries.is_empty() {
         return;
     }
     let mut w = lock(&EXPIRY);
     w.on_due = Some(on_due);
-    w.heap
-        .extend(entries.into_iter().map(|(at, key)| Reverse((at, db, key))));
+    w.heap.extend(entries);
     arm(ctx, &mut w, now.mono_us);
 }
 
 /// Arms the one Redis timer for the earliest entry, unless it is already armed no later.
 fn arm(ctx: &Context, w: &mut Wheel, now_mono_us: u64) {
-    let Some(Reverse((first, _, _))) = w.heap.peek() else {
+    let Some(first) = w.heap.peek().map(|e| e.at) else {
         return;
     };
-    let first = *first;
     if let Some((id, at)) = w.timer {
         if at <= first {
             return;
@@ -123,17 +153,20 @@ pub fn run_due(ctx: &Context, restart: bool) {
     let first = {
         let w = lock(&EXPIRY);
         match w.heap.peek() {
-            Some(Reverse((at, _, _))) if *at <= now => w.on_due,
+            Some(e) if e.at <= now => w.on_due,
             _ => None,
         }
     };
-    if let Some(on_due) = first {
-        for (db, key) in blocking::waiter_keys(WAITER_KEYS_FIRST) {
-            on_due(ctx, db, &key, false);
-        }
-    }
+    // Signalled waiters are served in Redis' `beforeSleep`, i.e. only once this callback
+    // returns. So when the look at waiter keys woke someone, this round ends right here
+    // (timer re-armed at 0 ms): the woken acquirers get their grant now, not after a whole
+    // batch (docs/protocol.md §6: a waiter wakes at the expiry instant, not after the whole storm).
+    let woke = first.is_some_and(|on_due| expire_waiter_keys(ctx, on_due));
     let mut n = 0usize;
     loop {
+        if woke {
+            break;
+        }
         if n > 0 && n.is_multiple_of(CLOCK_EVERY) {
             now = ffi::now().mono_us;
             if now.saturating_sub(start) >= BATCH_BUDGET_US {
@@ -143,20 +176,36 @@ pub fn run_due(ctx: &Context, restart: bool) {
         // Popped under the lock, handled without it: the handler may add entries.
         let (entry, on_due) = {
             let mut w = lock(&EXPIRY);
-            if !matches!(w.heap.peek(), Some(Reverse((at, _, _))) if *at <= now) {
+            if !matches!(w.heap.peek(), Some(e) if e.at <= now) {
                 break;
             }
             (w.heap.pop(), w.on_due)
         };
-        let (Some(Reverse((_, db, key))), Some(on_due)) = (entry, on_due) else {
+        let (Some(entry), Some(on_due)) = (entry, on_due) else {
             break;
         };
         n += 1;
-        on_due(ctx, db, &key, true);
+        on_due(ctx, entry.key.db(), entry.key.key(), true);
+    }
+    // And once more at the end of a batch: a waiter's deadline that passed during this
+    // batch is served right after it, instead of after the next one.
+    if n > 0 {
+        if let Some(on_due) = lock(&EXPIRY).on_due {
+            expire_waiter_keys(ctx, on_due);
+        }
     }
     let mut w = lock(&EXPIRY);
     // Entries still due (budget spent): a 0 ms timer lets Redis serve clients first.
     arm(ctx, &mut w, ffi::now().mono_us);
+}
+
+/// Expires the due leases among the keys with blocked acquirers; true if any woke someone.
+fn expire_waiter_keys(ctx: &Context, on_due: OnDue) -> bool {
+    let mut woke = false;
+    for (db, key) in blocking::waiter_keys(WAITER_KEYS_FIRST) {
+        woke |= on_due(ctx, db, &key, false);
+    }
+    woke
 }
 
 /// Drops every expiry entry (on demotion to replica: replicas never judge expiry, the
@@ -179,7 +228,7 @@ pub fn armed() -> usize {
 
 /// Whether the earliest entry's instant has passed (the cron safety net then runs a batch).
 pub fn overdue(now: Now) -> bool {
-    matches!(lock(&EXPIRY).heap.peek(), Some(Reverse((at, _, _))) if *at <= now.mono_us)
+    matches!(lock(&EXPIRY).heap.peek(), Some(e) if e.at <= now.mono_us)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -236,5 +285,30 @@ pub fn end_or_rearm_grace(ctx: &Context) {
         }
         ctx.log_notice("lease: grace period ended");
         blocking::wake_all_waiters(ctx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The heap pops the earliest instant first (the `Ord` is reversed on purpose), and an
+    /// entry gives back the db and key it was made with.
+    #[test]
+    fn heap_pops_earliest_entry_first() {
+        let mut heap = BinaryHeap::new();
+        for (at, db, key) in [(30, 1, "c"), (10, 0, "a"), (20, 15, "b"), (10, 2, "a2")] {
+            heap.push(Entry::new(at, db, key.as_bytes()));
+        }
+        let mut got = vec![];
+        while let Some(e) = heap.pop() {
+            got.push((e.at, e.key.db(), e.key.key().to_vec()));
+        }
+        let instants: Vec<u64> = got.iter().map(|g| g.0).collect();
+        assert_eq!(instants, [10, 10, 20, 30]);
+        assert!(got.contains(&(10, 2, b"a2".to_vec())) && got.contains(&(10, 0, b"a".to_vec())));
+        assert_eq!(got[2], (20, 15, b"b".to_vec()));
+        assert_eq!(got[3], (30, 1, b"c".to_vec()));
+        assert_eq!(std::mem::size_of::<Entry>(), 16);
     }
 }
