@@ -504,8 +504,10 @@ impl<T: Transport> Elector<T> {
             },
         };
         // Why release only now: the lease must stay ours until our task has stopped,
-        // otherwise the next leader could start while we still work.
-        if reason.release_after() {
+        // otherwise the next leader could start while we still work. After a rejected
+        // renewal a single server does not hold it for us any more; a quorum transport may
+        // still hold a minority of nodes, freed now so the next leader need not wait.
+        if reason.release_after() || self.transport.holds_after_rejection() {
             self.release(token).await;
         }
         match (reason, outcome) {

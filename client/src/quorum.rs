@@ -356,15 +356,18 @@ impl Transport for QuorumTransport {
                 acked: None,
             }),
             AfterRenew::Lost => {
-                // Stepping down: free what we still hold elsewhere so the next leader need
-                // not wait for it to expire. Safe before our task stopped: a majority already
-                // said we do not hold it, so another majority can form without these nodes.
-                let pairs: Vec<(usize, u64)> = (0..n)
-                    .filter(|&i| matches!(replies[i], Some(Ok(true))))
-                    .map(|i| (i, held[i].unwrap_or(token)))
-                    .collect();
-                self.release_on(key, owner, &pairs).await;
-                self.held = vec![None; n];
+                // Stepping down. The nodes that still said 1 are NOT released here: our task
+                // has not stopped yet, and such a node can complete another elector's
+                // majority with nodes that said 0 (one wiped, one holding that elector's
+                // partial grant) — a successor would reign while we still act. The model
+                // check found this (docs/model.md). The loop releases them once the task has
+                // stopped (`holds_after_rejection`), as for every other step-down (R13).
+                for (i, h) in self.held.iter_mut().enumerate() {
+                    *h = match replies[i] {
+                        Some(Ok(true)) => Some(h.unwrap_or(token)),
+                        _ => None,
+                    };
+                }
                 Ok(Replicated {
                     value: false,
                     acked: None,
@@ -381,6 +384,10 @@ impl Transport for QuorumTransport {
                 ))
             }
         }
+    }
+
+    fn holds_after_rejection(&self) -> bool {
+        self.held.iter().any(Option::is_some)
     }
 
     async fn release(&mut self, key: &str, owner: &str, token: u64) -> Result<bool, CommandError> {
@@ -434,6 +441,13 @@ pub enum Nodes {
 }
 
 impl Transport for Nodes {
+    fn holds_after_rejection(&self) -> bool {
+        match self {
+            Nodes::One(t) => t.holds_after_rejection(),
+            Nodes::Quorum(t) => t.holds_after_rejection(),
+        }
+    }
+
     async fn acquire(
         &mut self,
         key: &str,

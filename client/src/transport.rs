@@ -74,6 +74,15 @@ pub trait Transport: Send + 'static {
         &mut self,
         key: &str,
     ) -> impl Future<Output = Result<Option<LeaseInfo>, CommandError>> + Send;
+
+    /// After a renewal answered "not held": does this transport still hold the lease
+    /// somewhere? A single server said it does not, so no (the default). A quorum transport
+    /// can: the nodes that confirmed while a majority did not. The election loop then
+    /// releases those once its task has stopped (R13), never before: released early, they
+    /// could complete a successor's majority while our task still acts.
+    fn holds_after_rejection(&self) -> bool {
+        false
+    }
 }
 
 /// [`Transport`] over one multiplexed `redis` connection, opened lazily and dropped (so the

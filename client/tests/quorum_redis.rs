@@ -172,3 +172,74 @@ async fn two_electors_never_lead_together() {
     let _ = ja.await;
     let _ = jb.await;
 }
+
+/// Would catch: a quorum transport that frees the nodes still held for us as soon as a
+/// renewal round is lost, before our task has stopped. Such a node can complete a
+/// successor's majority while our task still acts (found by the model check,
+/// docs/model.md). Here a majority says "not held" (an intruder holds nodes 0 and 1), node 2
+/// still holds our lease: it must stay ours until the task has stopped, then be released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_round_frees_the_remaining_nodes_only_after_the_task_stopped() {
+    let nodes = [node(), node(), node()];
+    let urls: Vec<String> = nodes.iter().map(|s| s.url()).collect();
+    let ttl = Duration::from_millis(900);
+    let cfg = ElectorConfig::new(&urls[0], KEY, ttl)
+        .with_owner("q-a")
+        .with_backoff(Duration::from_millis(20), Duration::from_millis(200));
+    let mut e = Elector::with_nodes(cfg, &urls).unwrap();
+    let rx = e.subscribe();
+    let (stopped_tx, mut stopped_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let _run = tokio::spawn(async move {
+        e.run(move |ctx| {
+            let stopped_tx = stopped_tx.clone();
+            async move {
+                ctx.cancelled().await;
+                // A task that needs a while to stop (well within its stop budget).
+                sleep(Duration::from_millis(400)).await;
+                let _ = stopped_tx.send(());
+            }
+        })
+        .await
+    });
+    let token = wait_leader(&rx, Duration::from_secs(5)).await;
+    for s in &nodes[..2] {
+        let mut c = s.connection();
+        let _: i64 = redis::cmd("DEL").arg(KEY).query(&mut c).unwrap();
+        let t: Option<u64> = redis::cmd("LEASE.ACQUIRE")
+            .arg(KEY)
+            .arg("intruder")
+            .arg(5_000)
+            .query(&mut c)
+            .unwrap();
+        assert!(t.is_some(), "intruder granted");
+    }
+    // The next renewal round finds a majority against us: we step down at once...
+    let end = Instant::now() + ttl * 2;
+    while rx.borrow().is_leader() {
+        assert!(Instant::now() < end, "still leading without a majority");
+        sleep(Duration::from_millis(2)).await;
+    }
+    // ...but node 2 is still ours while the task is stopping.
+    assert_eq!(
+        holder(&nodes[2]),
+        Some(("q-a".into(), token)),
+        "node 2 freed before the task stopped"
+    );
+    assert!(
+        stopped_rx.try_recv().is_err(),
+        "the task had already stopped"
+    );
+    tokio::time::timeout(Duration::from_secs(2), stopped_rx.recv())
+        .await
+        .expect("task stopped")
+        .expect("task stopped");
+    // Then it is released (a new campaign may briefly hold it with a new token; never the old).
+    let end = Instant::now() + Duration::from_secs(2);
+    while holder(&nodes[2]).map(|h| h.1) == Some(token) {
+        assert!(
+            Instant::now() < end,
+            "node 2 still holds the old reign's token"
+        );
+        sleep(Duration::from_millis(5)).await;
+    }
+}
