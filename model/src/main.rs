@@ -154,5 +154,7 @@ fn quorum(args: Vec<String>) -> i32 {
             println!("reached \"{name}\", e.g.:\n{path}");
         }
     }
-    i32::from(!r.violations.is_empty() || !r.unreached.is_empty())
+    // Unreached `sometimes` properties are printed, not failures: a short horizon may not
+    // reach a second reign (the tests check reachability where it must hold).
+    i32::from(!r.violations.is_empty())
 }
