@@ -114,7 +114,7 @@ pub struct QSetup {
     /// A renewal round that finds the lease lost (`AfterRenew::Lost`) releases the nodes
     /// that still said 1 at once, as `client/src/quorum.rs` does today (true), or leaves
     /// them to expire like any `RenewRejected` step-down (false). The model found that the
-    /// first breaks mutual exclusion (docs/model.md §8.4).
+    /// first breaks mutual exclusion (docs/model.md §8.2).
     pub release_on_lost: bool,
 }
 

@@ -134,11 +134,14 @@ fn quorum_control_no_unify_is_not_one_token_on_a_majority() {
     );
 }
 
-/// Finding (docs/model.md §8.4): `client/src/quorum.rs` releases the nodes that still said 1
+/// Finding (docs/model.md §8.2): `client/src/quorum.rs` releases the nodes that still said 1
 /// as soon as a renewal round is `Lost`, before the election loop has stopped the task. With
 /// one node wiped and the other elector's partial grant on the third, a successor reigns
-/// while the old leader may still act. This test pins the counterexample; the one below is
-/// the client as written, and fails until the transport stops releasing early.
+/// while the old leader may still act. That release is I/O in the transport, not a
+/// `quorum_decide` function, so the model mirrors it with the `release_on_lost` switch. This
+/// test pins the counterexample; the ignored one below states the property for the client
+/// as written today and fails. Once the transport no longer releases early, the switch
+/// becomes a negative control and the ignored test goes.
 #[test]
 fn quorum_finding_release_on_lost_breaks_exclusivity() {
     breaks(
@@ -151,7 +154,7 @@ fn quorum_finding_release_on_lost_breaks_exclusivity() {
 }
 
 #[test]
-#[ignore = "finding: the quorum transport releases on Lost before the task stopped (docs/model.md §8.4)"]
+#[ignore = "finding: the quorum transport releases on Lost before the task stopped (docs/model.md §8.2)"]
 fn quorum_client_as_written_holds_across_a_node_wipe() {
     holds(QSetup {
         release_on_lost: true,
