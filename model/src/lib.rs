@@ -22,7 +22,9 @@
 pub mod lease;
 
 pub mod model;
+pub mod quorum;
 pub mod run;
 
 pub use model::{Control, Faults, LeaseModel, Setup};
-pub use run::{check, Report};
+pub use quorum::{QControl, QFaults, QSetup, QuorumModel};
+pub use run::{check, explore, Report};
