@@ -7,6 +7,10 @@
 //! they return at once (building the old commit costs a full compile, so it is opt-in):
 //!   git worktree add /tmp/old 9f3d1d5 && (cd /tmp/old && cargo build -p redis-lease)
 //!   REDIS_LEASE_OLD_MODULE=/tmp/old/target/debug/libredis_lease.so cargo test -p redis-lease --test compat
+//! Since the RDB encoding version 2 an old replica follows a new primary only through the
+//! replication stream (unchanged): its full sync happens before any lease exists. A full
+//! sync that carries leases cannot load on a build older than v2 (docs/deploy.md §6: upgrade
+//! replicas first); that refusal is not exercised here.
 
 mod common;
 use common::*;
