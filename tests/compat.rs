@@ -7,6 +7,10 @@
 //! they return at once (building the old commit costs a full compile, so it is opt-in):
 //!   git worktree add /tmp/old 9f3d1d5 && (cd /tmp/old && cargo build -p redis-lease)
 //!   REDIS_LEASE_OLD_MODULE=/tmp/old/target/debug/libredis_lease.so cargo test -p redis-lease --test compat
+//! Since the RDB encoding version 2 an old replica follows a new primary only through the
+//! replication stream (unchanged): its full sync happens before any lease exists. A full
+//! sync that carries leases cannot load on a build older than v2 (docs/deploy.md §6: upgrade
+//! replicas first); that refusal is not exercised here.
 
 mod common;
 use common::*;
@@ -94,14 +98,21 @@ fn rdb_written_by_the_previous_build_loads_to_the_same_leases() {
     assert!(t > FIXTURE[1].3);
 }
 
-/// `DUMP` of a free lease, written by the build before the second round of issue 16
-/// (`55ce9f1`, whose RDB save went through `Lease::to_persisted`): type id and version,
-/// token, grants, held = 0, RDB version, CRC. A held lease cannot be pinned this way (its
-/// absolute expiry must lie within `lease.max-ttl` of the load, so any fixed payload goes
-/// stale); its fields are the same code path after the held flag, and the RDB fixture above
-/// checks that they load.
-const FREE_DUMP_55CE9F1: &str =
+/// `DUMP` of a free lease in encoding version 1, written by the build before the second
+/// round of issue 16 (`55ce9f1`; every build before the v2 encoding wrote these bytes): type
+/// id with version 1, token, grants, held = 0, RDB version, CRC. A held lease cannot be
+/// pinned this way (its absolute expiry must lie within `lease.max-ttl` of the load, so any
+/// fixed payload goes stale); its fields are the same code path after the held flag, and the
+/// RDB fixture above checks that they load.
+const FREE_DUMP_V1_55CE9F1: &str =
     "078195e6ac7adca9780102810006618f1a13682802010200000a0076ed262d38b4b128";
+
+/// The same free lease as this build DUMPs it, in encoding version 2: type id with version
+/// 2, one string buffer of 17 bytes (flags 0, token and grants as u64 little endian), RDB
+/// version (10: Redis 7.0), CRC. Written by `dump_of_a_v1_free_lease_restores_and_dumps_as_v2` with
+/// COMPAT_PRINT=1 at the commit that introduced v2, and checked field by field there.
+const FREE_DUMP_V2: &str =
+    "078195e6ac7adca978020511002868131a8f6106000100000000000000000a002f74f62f84d4cf38";
 
 fn unhex(h: &str) -> Vec<u8> {
     (0..h.len())
@@ -110,31 +121,77 @@ fn unhex(h: &str) -> Vec<u8> {
         .collect()
 }
 
-/// Would catch: the RDB save writing other bytes than the previous build for the same
-/// lease (field order, widths, a lost grants count or token).
+/// Would catch: this build no longer loading a version-1 DUMP (every RESTORE payload taken
+/// before the upgrade), loading it as another lease, or writing other v2 bytes for it
+/// (layout, byte order, a lost grants count or token).
 #[test]
-fn dump_of_a_restored_free_lease_is_the_previous_builds_bytes() {
+fn dump_of_a_v1_free_lease_restores_and_dumps_as_v2() {
     let s = start();
     let mut c = s.connection();
-    let payload = unhex(FREE_DUMP_55CE9F1);
+    let payload = unhex(FREE_DUMP_V1_55CE9F1);
     let _: () = redis::cmd("RESTORE")
         .arg("free")
         .arg(0)
         .arg(&payload[..])
         .query(&mut c)
-        .expect("RESTORE of the previous build's payload");
-    let again: Vec<u8> = redis::cmd("DUMP").arg("free").query(&mut c).expect("DUMP");
-    assert_eq!(again, payload);
-    // And it is the lease it claims to be: free, last token and grants as saved.
+        .expect("RESTORE of the previous build's v1 payload");
+    // It is the lease it claims to be: free, last token and grants as saved.
     assert_eq!(get(&mut c, "free"), None);
     let info: Vec<redis::Value> = redis::cmd("LEASE.INFO")
         .arg("free")
         .query(&mut c)
         .expect("lease.info");
     let int = |i: usize| -> u64 { redis::from_redis_value(info[i].clone()).expect("int") };
-    assert_eq!((int(9), int(11)), (1_796_117_105_961_000, 1));
+    let (token, grants) = (1_796_117_105_961_000u64, 1u64);
+    assert_eq!((int(9), int(11)), (token, grants));
+    // DUMP writes it in encoding version 2.
+    let again: Vec<u8> = redis::cmd("DUMP").arg("free").query(&mut c).expect("DUMP");
+    if std::env::var_os("COMPAT_PRINT").is_some() {
+        let hex: String = again.iter().map(|b| format!("{b:02x}")).collect();
+        println!("v2 DUMP: {hex}");
+    }
+    // Field by field first (so a change says what changed), then the pinned bytes.
+    // [type 7][0x81 + module id, 8 bytes BE, low 10 bits = encver][opcode 5 = string]
+    // [length 17][flags][token LE][grants LE][EOF 0][RDB version, 2 bytes][CRC, 8 bytes].
+    assert_eq!(again[0], 7, "module type");
+    let id = u64::from_be_bytes(again[2..10].try_into().expect("id"));
+    assert_eq!(id & 1023, 2, "encoding version 2");
+    assert_eq!(
+        id & !1023,
+        u64::from_be_bytes(payload[2..10].try_into().expect("id")) & !1023,
+        "same type name"
+    );
+    assert_eq!(
+        (again[10], again[11], again[12]),
+        (5, 17, 0),
+        "one string of 17, free"
+    );
+    assert_eq!(&again[13..21], &token.to_le_bytes(), "token");
+    assert_eq!(&again[21..29], &grants.to_le_bytes(), "grants");
+    assert_eq!(again[29], 0, "module value EOF");
+    // The value's bytes (up to its EOF) are pinned; the trailer holds the server's RDB
+    // version (10 on Redis 7.0, 12 on 8.2) and the CRC over it, so it is compared only when
+    // the server writes the RDB version the pinned payload was taken with.
+    let pinned = unhex(FREE_DUMP_V2);
+    let (value, trailer) = again.split_at(again.len() - 10);
+    assert_eq!(value, &pinned[..pinned.len() - 10], "v2 value bytes");
+    if trailer[..2] == pinned[pinned.len() - 10..pinned.len() - 8] {
+        assert_eq!(again, pinned);
+    }
+    // The v2 payload restores to the same lease, and it keeps issuing above its history.
+    let _: () = redis::cmd("RESTORE")
+        .arg("free2")
+        .arg(0)
+        .arg(&again[..])
+        .query(&mut c)
+        .expect("RESTORE of the v2 payload");
+    let info2: Vec<redis::Value> = redis::cmd("LEASE.INFO")
+        .arg("free2")
+        .query(&mut c)
+        .expect("lease.info");
+    assert_eq!(info2, info);
     let t = acquire(&mut c, "free", "someone", 1000).expect("grant");
-    assert!(t > 1_796_117_105_961_000, "{t}");
+    assert!(t > token, "{t}");
 }
 
 // ---------------------------------------------------------------------------------------

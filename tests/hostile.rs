@@ -83,17 +83,17 @@ fn rename_over_a_lease_replaces_its_holder_but_no_grant_reuses_a_token() {
     );
 }
 
-/// Replaces the 8 big-endian bytes of `from` (an RDB 64-bit length inside a module value)
-/// by `to`, and fixes the CRC64 trailer.
+/// Replaces the 8 little-endian bytes of `from` (the token field of a module value in
+/// encoding version 2, docs/protocol.md §1) by `to`, and fixes the CRC64 trailer.
 fn forge_token(dump: &[u8], from: u64, to: u64) -> Vec<u8> {
     let body = &dump[..dump.len() - 8];
-    let needle = from.to_be_bytes();
+    let needle = from.to_le_bytes();
     let at = body
         .windows(8)
         .position(|w| w == needle)
         .expect("token bytes in the payload");
     let mut b = body.to_vec();
-    b[at..at + 8].copy_from_slice(&to.to_be_bytes());
+    b[at..at + 8].copy_from_slice(&to.to_le_bytes());
     let mut crc = 0u64;
     for &x in &b {
         crc ^= u64::from(x);

@@ -216,23 +216,66 @@ fn with_crc(body: &[u8]) -> Vec<u8> {
     v
 }
 
-#[test]
-fn corrupt_restore_payloads_with_valid_crc_never_crash() {
-    let mut s = start();
-    let mut c = s.connection();
-    acquire(&mut c, "src", "owner-with-some-length", 20000).unwrap();
-    let good: Vec<u8> = redis::cmd("DUMP").arg("src").query(&mut c).unwrap();
-    let n = good.len();
-    let (body, trailer) = good.split_at(n - 8);
-    assert_eq!(
-        crc64(body).to_le_bytes(),
-        trailer,
-        "our CRC64 matches the server's"
-    );
+/// RDB length encoding as `rdbSaveLen` writes it.
+fn rdb_len(n: u64) -> Vec<u8> {
+    match n {
+        0..=63 => vec![n as u8],
+        64..=16383 => vec![0x40 | (n >> 8) as u8, n as u8],
+        _ if n <= u64::from(u32::MAX) => {
+            let mut v = vec![0x80];
+            v.extend_from_slice(&(n as u32).to_be_bytes());
+            v
+        }
+        _ => {
+            let mut v = vec![0x81];
+            v.extend_from_slice(&n.to_be_bytes());
+            v
+        }
+    }
+}
+
+/// A held lease in encoding version 1, as builds before v2 saved it (4 unsigned fields and
+/// one string), given the module id bytes (`[0x81, id BE]`, version bits set to 1 here) and
+/// the RDB version trailer of a DUMP of this server. Without the CRC.
+fn v1_held_body(
+    id_bytes: &[u8],
+    version: &[u8],
+    owner: &[u8],
+    token: u64,
+    expires_wall_ms: u64,
+) -> Vec<u8> {
+    let id = u64::from_be_bytes(id_bytes[1..9].try_into().unwrap());
+    let mut b = vec![7u8, 0x81];
+    b.extend_from_slice(&((id & !1023) | 1).to_be_bytes());
+    for (op, field) in [
+        (2u8, rdb_len(token)),
+        (2, rdb_len(1)),
+        (2, rdb_len(1)),
+        (5, [rdb_len(owner.len() as u64), owner.to_vec()].concat()),
+        (2, rdb_len(expires_wall_ms)),
+    ] {
+        b.push(op);
+        b.extend_from_slice(&field);
+    }
+    b.push(0); // module value EOF
+    b.extend_from_slice(version);
+    b
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap()
+}
+
+/// RESTOREs every truncation of `body` (a DUMP payload without its CRC) and 1500 random
+/// corruptions of its value, each with a valid CRC; returns (tried, accepted, rejected).
+fn restore_corruptions(c: &mut Con, body: &[u8], seed: u64, prefix: &str) -> (usize, usize, usize) {
     // Layout: [type][module id ...][opcodes + values ...][EOF][rdb version: 2][crc: 8].
     let data_end = body.len() - 2;
     let version = &body[data_end..];
-    let mut rng = Rng(0x5eed_1ea5e);
+    let mut rng = Rng(seed);
     let mut accepted = 0;
     let mut rejected = 0;
     let mut cases: Vec<Vec<u8>> = vec![];
@@ -257,12 +300,12 @@ fn corrupt_restore_payloads_with_valid_crc_never_crash() {
         cases.push(b);
     }
     for (i, b) in cases.iter().enumerate() {
-        let key = format!("r{i}");
+        let key = format!("{prefix}{i}");
         let r: redis::RedisResult<()> = redis::cmd("RESTORE")
             .arg(&key)
             .arg(0)
             .arg(with_crc(b))
-            .query(&mut c);
+            .query(c);
         match r {
             Ok(()) => {
                 accepted += 1;
@@ -270,7 +313,7 @@ fn corrupt_restore_payloads_with_valid_crc_never_crash() {
                 if let Ok(Some((_, tok, _))) =
                     redis::cmd("LEASE.GET")
                         .arg(&key)
-                        .query::<Option<(Vec<u8>, u64, u64)>>(&mut c)
+                        .query::<Option<(Vec<u8>, u64, u64)>>(c)
                 {
                     assert!(tok > 0 && tok < (1 << 53));
                 }
@@ -278,14 +321,61 @@ fn corrupt_restore_payloads_with_valid_crc_never_crash() {
             Err(_) => rejected += 1,
         }
         if i % 100 == 0 {
-            ping(&mut c);
+            ping(c);
         }
     }
-    println!("hostile RESTORE payloads: {} tried, {accepted} accepted as valid leases, {rejected} rejected", cases.len());
-    assert!(
-        rejected > cases.len() / 2,
-        "most corruptions must be refused"
+    (cases.len(), accepted, rejected)
+}
+
+/// Both encodings this build loads: the version-2 payload its own DUMP writes, and a
+/// version-1 payload as earlier builds wrote it.
+#[test]
+fn corrupt_restore_payloads_with_valid_crc_never_crash() {
+    let mut s = start();
+    let mut c = s.connection();
+    let owner = "owner-with-some-length";
+    let token = acquire(&mut c, "src", owner, 20000).unwrap();
+    let good: Vec<u8> = redis::cmd("DUMP").arg("src").query(&mut c).unwrap();
+    let n = good.len();
+    let (body, trailer) = good.split_at(n - 8);
+    assert_eq!(
+        crc64(body).to_le_bytes(),
+        trailer,
+        "our CRC64 matches the server's"
     );
+    let id = u64::from_be_bytes(body[2..10].try_into().unwrap());
+    assert_eq!(id & 1023, 2, "DUMP writes encoding version 2");
+    let v1 = v1_held_body(
+        &body[1..10],
+        &body[body.len() - 2..],
+        owner.as_bytes(),
+        token,
+        wall_ms() + 20000,
+    );
+    // The hand-built v1 payload is a valid one: it restores to the same holder.
+    redis::cmd("RESTORE")
+        .arg("v1")
+        .arg(0)
+        .arg(with_crc(&v1))
+        .query::<()>(&mut c)
+        .expect("a v1 payload restores");
+    assert_eq!(
+        get(&mut c, "v1").map(|g| (g.0, g.1)),
+        Some((owner.as_bytes().to_vec(), token))
+    );
+    for (name, body, seed) in [
+        ("v2", body, 0x5eed_1ea5e),
+        ("v1", &v1[..], 0x0001_ea5e_0001),
+    ] {
+        let (tried, accepted, rejected) = restore_corruptions(&mut c, body, seed, name);
+        println!(
+            "hostile RESTORE payloads ({name}): {tried} tried, {accepted} accepted as valid leases, {rejected} rejected"
+        );
+        assert!(
+            rejected > tried / 2,
+            "{name}: most corruptions must be refused"
+        );
+    }
     assert!(
         !s.stdio().contains("internal error"),
         "no panic, even caught: {}",
@@ -305,20 +395,24 @@ fn restore_refuses_an_unknown_encoding_version() {
     // The module id (after the type byte, as an RDB 64-bit length: 0x81 + 8 bytes big
     // endian) carries the encoding version in its low 10 bits.
     assert_eq!(body[1], 0x81, "module id encoding");
-    let mut b = body.to_vec();
-    let id = u64::from_be_bytes(b[2..10].try_into().unwrap());
-    assert_eq!(id & 1023, 1, "encoding version 1");
-    b[2..10].copy_from_slice(&((id & !1023) | 2).to_be_bytes());
-    let r: redis::RedisResult<()> = redis::cmd("RESTORE")
-        .arg("v2")
-        .arg(0)
-        .arg(with_crc(&b))
-        .query(&mut c);
-    assert!(
-        r.is_err(),
-        "a version-2 payload must be refused by a version-1 loader"
-    );
-    assert_eq!(get(&mut c, "v2"), None);
+    let id = u64::from_be_bytes(body[2..10].try_into().unwrap());
+    assert_eq!(id & 1023, 2, "encoding version 2");
+    // A later version (3), and a v2 value labelled as v1 or as version 0: all refused.
+    for ver in [3u64, 1023, 1, 0] {
+        let mut b = body.to_vec();
+        b[2..10].copy_from_slice(&((id & !1023) | ver).to_be_bytes());
+        let key = format!("v{ver}");
+        let r: redis::RedisResult<()> = redis::cmd("RESTORE")
+            .arg(&key)
+            .arg(0)
+            .arg(with_crc(&b))
+            .query(&mut c);
+        assert!(
+            r.is_err(),
+            "a v2 value labelled version {ver} must be refused"
+        );
+        assert_eq!(get(&mut c, &key), None);
+    }
     ping(&mut c);
     s.assert_alive();
 }

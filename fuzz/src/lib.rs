@@ -82,13 +82,31 @@ impl PersistedSource for RdbFields<'_> {
     }
 }
 
-/// RDB value decoder (`datatype::rdb_load` → `Persisted::decode_v1` →
-/// `Lease::from_persisted`), i.e. what `RESTORE` feeds it. A loaded lease must be
-/// self-consistent: token below 2^53, and it must survive a save/load round trip.
+/// RDB value decoder, i.e. what `RESTORE` feeds `datatype::rdb_load`, in both encodings
+/// the module loads, on every input:
+/// - version 1: the input as module fields (`Persisted::decode_v1`);
+/// - version 2: the first field of the input as the one string buffer v2 writes
+///   (`Persisted::decode_v2`; a v2 seed is `05 <length> <buffer>`).
+///
+/// A loaded lease must be self-consistent: token below 2^53, and it must survive a
+/// save/load round trip through the v2 bytes the module writes (so a v1 value upgrades
+/// losslessly).
 pub fn rdb_value(data: &[u8]) {
-    let Some(p) = Persisted::decode_v1(&mut RdbFields::new(data)) else {
-        return;
-    };
+    if let Some(p) = Persisted::decode_v1(&mut RdbFields::new(data)) {
+        check_loaded(p);
+    }
+    if let Some(buf) = RdbFields::new(data).bytes() {
+        if let Some(p) = Persisted::decode_v2(&buf) {
+            // What a decoder accepted, re-encoded, is the same bytes (one encoding per value).
+            let mut again = Vec::new();
+            p.encode_v2(&mut again);
+            assert_eq!(again, buf, "v2 decode/encode round trip");
+            check_loaded(p);
+        }
+    }
+}
+
+fn check_loaded(p: Persisted) {
     let Some(lease) = Lease::from_persisted(p, NOW) else {
         return;
     };
@@ -96,6 +114,11 @@ pub fn rdb_value(data: &[u8]) {
     let saved = lease.to_persisted(NOW);
     let again = Lease::from_persisted(saved.clone(), NOW).expect("a saved lease loads");
     assert_eq!(again.to_persisted(NOW), saved, "save/load round trip");
+    // The module's save path (v2 from the value itself) and back.
+    let mut buf = Vec::new();
+    lease.encode_v2(NOW, &mut buf);
+    let decoded = Persisted::decode_v2(&buf).expect("a saved lease decodes");
+    assert_eq!(decoded, saved, "v2 save/decode round trip");
     exercise(lease);
 }
 

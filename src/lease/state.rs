@@ -201,6 +201,84 @@ impl Persisted {
             grants,
         })
     }
+
+    /// Encoding version 2: the whole value in ONE module string buffer (one
+    /// `RedisModule_SaveStringBuffer` per key instead of five field calls: issue 16, each
+    /// field call costs its own opcode, length encoding and rio write), little endian:
+    ///
+    /// ```text
+    ///   offset 0   u8   flags: bit 0 = held; every other bit must be 0
+    ///   offset 1   u64  token (held: the live token; free: the last token issued)
+    ///   offset 9   u64  grants
+    ///   free: the buffer ends here (exactly 17 bytes)
+    ///   held: offset 17  u64  expires_wall_ms (absolute, Unix ms)
+    ///         offset 25  owner, the rest of the buffer (1..=OWNER_HARD_CAP bytes)
+    /// ```
+    ///
+    /// The owner needs no length of its own: the string buffer carries one. `None` for
+    /// anything `encode_v2` cannot produce (a short or long buffer, an unknown flag bit, an
+    /// owner out of bounds); as in v1, `Lease::from_persisted` then checks the values (token
+    /// below 2^53, expiry within the TTL cap).
+    pub fn decode_v2(buf: &[u8]) -> Option<Persisted> {
+        let (&flags, rest) = buf.split_first()?;
+        let (token, rest) = take_u64(rest)?;
+        let (grants, rest) = take_u64(rest)?;
+        let held = match flags {
+            0 => {
+                // Trailing bytes after a free lease: not something a save wrote.
+                if !rest.is_empty() {
+                    return None;
+                }
+                None
+            }
+            V2_HELD => {
+                let (wall, owner) = take_u64(rest)?;
+                if owner.is_empty() || owner.len() > OWNER_HARD_CAP {
+                    return None;
+                }
+                Some((owner.to_vec(), wall))
+            }
+            // Unknown flag bits: a newer layout or corruption; refuse rather than guess.
+            _ => return None,
+        };
+        Some(Persisted {
+            token,
+            held,
+            grants,
+        })
+    }
+
+    /// Writes these fields in encoding version 2 (see `decode_v2`) into `out`, replacing
+    /// what it held.
+    pub fn encode_v2(&self, out: &mut Vec<u8>) {
+        let held = self.held.as_ref().map(|(o, w)| (o.as_slice(), *w));
+        encode_v2(self.token, self.grants, held, out);
+    }
+}
+
+/// Flag bit 0 of encoding version 2: the lease is held (owner and expiry follow).
+const V2_HELD: u8 = 1;
+
+/// Length of a free lease in encoding version 2, and of a held one without its owner.
+pub const V2_FREE_LEN: usize = 17;
+pub const V2_HELD_FIXED_LEN: usize = 25;
+
+fn take_u64(b: &[u8]) -> Option<(u64, &[u8])> {
+    let (head, rest) = b.split_first_chunk::<8>()?;
+    Some((u64::from_le_bytes(*head), rest))
+}
+
+/// Encoding version 2 of the given fields into `out` (cleared first), so the module's
+/// save can reuse one buffer for every key instead of allocating per key.
+pub fn encode_v2(token: u64, grants: u64, held: Option<(&[u8], u64)>, out: &mut Vec<u8>) {
+    out.clear();
+    out.push(if held.is_some() { V2_HELD } else { 0 });
+    out.extend_from_slice(&token.to_le_bytes());
+    out.extend_from_slice(&grants.to_le_bytes());
+    if let Some((owner, wall)) = held {
+        out.extend_from_slice(&wall.to_le_bytes());
+        out.extend_from_slice(owner);
+    }
 }
 
 /// Longest remaining time a lease can legitimately carry: `lease.max-ttl` is capped at
@@ -501,6 +579,14 @@ impl Lease {
             held,
             grants: self.grants(),
         }
+    }
+
+    /// This lease in encoding version 2 (the fields of `to_persisted`), written from the
+    /// value itself: no `Persisted` and so no owner copy per key (issue 16, a save of 1M
+    /// leases).
+    pub fn encode_v2(&self, now: Now, out: &mut Vec<u8>) {
+        let held = self.expires_wall_ms(now).map(|w| (self.owner(), w));
+        encode_v2(self.token, self.grants(), held, out);
     }
 
     /// Builds a lease from loaded fields; `None` for anything a healthy save cannot produce,
@@ -879,6 +965,111 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    /// Encoding version 2 (`decode_v2`): round trips, every truncation, wrong lengths,
+    /// unknown flags, owner bounds, and the value checks of `from_persisted` behind it.
+    #[test]
+    fn v2_encoding_round_trips_and_refuses_what_a_save_cannot_write() {
+        let mut held = Lease::new();
+        held.acquire(b"owner-\x00\xff", 5000, at(0), 0, 0).unwrap();
+        let mut buf = Vec::new();
+        // The exact layout: flags, token, grants, expiry, owner, all little endian.
+        held.encode_v2(at(1000), &mut buf);
+        let mut want = vec![1u8];
+        want.extend_from_slice(&held.last_token().to_le_bytes());
+        want.extend_from_slice(&1u64.to_le_bytes());
+        want.extend_from_slice(&(WALL0 + 5000).to_le_bytes());
+        want.extend_from_slice(b"owner-\x00\xff");
+        assert_eq!(buf, want);
+        assert_eq!(buf.len(), V2_HELD_FIXED_LEN + 8);
+        let p = held.to_persisted(at(1000));
+        assert_eq!(Persisted::decode_v2(&buf), Some(p.clone()));
+        // `Persisted::encode_v2` writes the same bytes as the save path, into a used buffer.
+        let mut again = vec![9u8; 100];
+        p.encode_v2(&mut again);
+        assert_eq!(again, buf);
+        let back = Lease::from_persisted(p.clone(), at(1000)).unwrap();
+        assert_eq!(back.to_persisted(at(1000)), p);
+
+        let free = Persisted {
+            token: 77,
+            held: None,
+            grants: 3,
+        };
+        let mut fbuf = Vec::new();
+        free.encode_v2(&mut fbuf);
+        assert_eq!(fbuf.len(), V2_FREE_LEN);
+        assert_eq!(fbuf[0], 0);
+        assert_eq!(Persisted::decode_v2(&fbuf), Some(free.clone()));
+
+        // Every truncation is refused. (A held buffer cut inside its owner still decodes,
+        // to a shorter owner: the string buffer's own length is the owner's, as for the v1
+        // owner string; the DUMP CRC and the RDB checksum guard the bytes themselves.)
+        for cut in 0..=V2_HELD_FIXED_LEN {
+            assert_eq!(Persisted::decode_v2(&buf[..cut]), None, "held cut at {cut}");
+        }
+        for cut in 0..V2_FREE_LEN {
+            assert_eq!(
+                Persisted::decode_v2(&fbuf[..cut]),
+                None,
+                "free cut at {cut}"
+            );
+        }
+        // Wrong lengths: a free lease with trailing bytes.
+        for extra in [1usize, 8, 9] {
+            let mut b = fbuf.clone();
+            b.resize(V2_FREE_LEN + extra, 0);
+            assert_eq!(Persisted::decode_v2(&b), None, "free + {extra}");
+        }
+        // Unknown flag bits, alone or beside the held bit.
+        for flags in [2u8, 3, 0x80, 0x81, 0xff] {
+            for base in [&buf, &fbuf] {
+                let mut b = base.clone();
+                b[0] = flags;
+                assert_eq!(Persisted::decode_v2(&b), None, "flags {flags:#x}");
+            }
+        }
+        // Owner bounds: 1 and OWNER_HARD_CAP bytes load, OWNER_HARD_CAP + 1 does not.
+        for (len, ok) in [
+            (1, true),
+            (OWNER_HARD_CAP, true),
+            (OWNER_HARD_CAP + 1, false),
+        ] {
+            let owner = vec![b'o'; len];
+            let mut b = Vec::new();
+            encode_v2(5, 1, Some((&owner, WALL0 + 10)), &mut b);
+            assert_eq!(
+                Persisted::decode_v2(&b).is_some(),
+                ok,
+                "owner of {len} bytes"
+            );
+        }
+        // Values the structure allows but a lease cannot have: same checks as v1.
+        for (token, held) in [
+            (TOKEN_LIMIT, None),
+            (u64::MAX, None),
+            (TOKEN_LIMIT, Some((&b"a"[..], WALL0 + 10))),
+            (0, Some((&b"a"[..], WALL0 + 10))),
+            // Expiry beyond the TTL cap from the load's wall clock.
+            (5, Some((&b"a"[..], WALL0 + 1000 + TTL_HARD_CAP_MS + 1))),
+        ] {
+            let mut b = Vec::new();
+            encode_v2(token, 1, held, &mut b);
+            let p = Persisted::decode_v2(&b).expect("structurally fine");
+            assert!(
+                Lease::from_persisted(p, at(1000)).is_none(),
+                "{token} {held:?}"
+            );
+        }
+        // The largest valid token loads.
+        let mut b = Vec::new();
+        encode_v2(TOKEN_LIMIT - 1, 1, None, &mut b);
+        let p = Persisted::decode_v2(&b).unwrap();
+        assert_eq!(
+            Lease::from_persisted(p, at(1000)).map(|l| l.last_token()),
+            Some(TOKEN_LIMIT - 1)
+        );
     }
 
     #[test]
