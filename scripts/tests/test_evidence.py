@@ -93,6 +93,22 @@ class Markers(unittest.TestCase):
         self.assertIn("<!--ev:file-->[R1.md](results/R1.md)<!--/ev-->", text)
         self.assertEqual(ev.docs_pass(update=False), [])
 
+    def test_names_with_arrows_and_hashes_and_broken_markers(self):
+        with open(os.path.join(self.root, "docs", "results", "R1.json")) as fh:
+            doc = json.load(fh)
+        doc["figures"].append({"section": "test_x", "name": "restart -> grant after grace #2",
+                               "value": "restart -> grant after grace: 1.5s", "unit": "line", "command": "c"})
+        with open(os.path.join(self.root, "docs", "results", "R1.json"), "w") as fh:
+            json.dump(doc, fh)
+        with open(self.doc, "w") as fh:
+            fh.write("<!--ev:test_x/restart -> grant after grace #2|dur1-->…<!--/ev-->\n")
+        self.assertEqual(ev.docs_pass(update=True), [])
+        with open(self.doc) as fh:
+            self.assertIn("-->1.50 s<!--/ev-->", fh.read())
+        with open(self.doc, "a") as fh:
+            fh.write("<!--ev:chaos/violations-->0\n")  # never closed
+        self.assertEqual(len(ev.docs_pass(update=False)), 1)
+
     def test_a_figure_the_file_does_not_hold_is_a_problem(self):
         with open(self.doc, "a") as fh:
             fh.write("<!--ev:chaos/nonexistent-->1<!--/ev-->\n")
