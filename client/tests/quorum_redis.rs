@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use redis_lease_client::{Elector, ElectorConfig, Leadership, RunOutcome};
+use redis_lease_client::{Elector, ElectorConfig, Leadership, Nodes, RunOutcome};
 use testsupport::{RedisServer, ServerOptions};
 use tokio::time::{sleep, Instant};
 
@@ -18,6 +18,15 @@ fn holder(s: &RedisServer) -> Option<(String, u64)> {
     let mut c = s.connection();
     let v: Option<(String, u64, u64)> = redis::cmd("LEASE.GET").arg(KEY).query(&mut c).ok()?;
     v.map(|(o, t, _)| (o, t))
+}
+
+/// Elector "q-a" in quorum mode on `nodes`, with a short reconnect backoff.
+fn elector_q_a(nodes: &[RedisServer], ttl: Duration) -> Elector<Nodes> {
+    let urls: Vec<String> = nodes.iter().map(|s| s.url()).collect();
+    let cfg = ElectorConfig::new(&urls[0], KEY, ttl)
+        .with_owner("q-a")
+        .with_backoff(Duration::from_millis(20), Duration::from_millis(200));
+    Elector::with_nodes(cfg, &urls).unwrap()
 }
 
 async fn wait_leader(rx: &tokio::sync::watch::Receiver<Leadership>, within: Duration) -> u64 {
@@ -58,12 +67,8 @@ async fn quorum_round_unifies_tokens_survives_a_minority_and_releases_everywhere
         assert_eq!(r, 1);
         high
     };
-    let urls: Vec<String> = nodes.iter().map(|s| s.url()).collect();
     let ttl = Duration::from_millis(900);
-    let cfg = ElectorConfig::new(&urls[0], KEY, ttl)
-        .with_owner("q-a")
-        .with_backoff(Duration::from_millis(20), Duration::from_millis(200));
-    let mut e = Elector::with_nodes(cfg, &urls).unwrap();
+    let mut e = elector_q_a(&nodes, ttl);
     let handle = e.handle();
     let rx = e.subscribe();
     let run = tokio::spawn(async move {
@@ -181,12 +186,8 @@ async fn two_electors_never_lead_together() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_round_frees_the_remaining_nodes_only_after_the_task_stopped() {
     let nodes = [node(), node(), node()];
-    let urls: Vec<String> = nodes.iter().map(|s| s.url()).collect();
     let ttl = Duration::from_millis(900);
-    let cfg = ElectorConfig::new(&urls[0], KEY, ttl)
-        .with_owner("q-a")
-        .with_backoff(Duration::from_millis(20), Duration::from_millis(200));
-    let mut e = Elector::with_nodes(cfg, &urls).unwrap();
+    let mut e = elector_q_a(&nodes, ttl);
     let rx = e.subscribe();
     let (stopped_tx, mut stopped_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
     let _run = tokio::spawn(async move {
