@@ -3,7 +3,9 @@
 # plus `lease-run` and Debian's redis-sentinel. One image serves every role of
 # docker-compose.yml: data node (`redis-server ... --loadmodule ...`), Sentinel
 # (`redis-sentinel ...`) and elector (`lease-run ...` as the container's entrypoint).
-# CI validates docker-compose.yml with `docker-compose config` only (no Docker engine there).
+# CI validates docker-compose.yml with `docker-compose config` (no Docker engine there) and,
+# with scripts/check-docker-copyset, that the build stage's COPY lines hold the whole Cargo
+# workspace (every member of Cargo.toml), so `cargo build --locked` can resolve it.
 
 # --- build: the module (cdylib) and lease-run, release ---
 FROM rust:1-bookworm AS build
@@ -15,6 +17,8 @@ COPY src ./src
 COPY testsupport ./testsupport
 COPY client ./client
 COPY harness ./harness
+COPY fuzz ./fuzz
+COPY model ./model
 RUN cargo build --release --locked -p redis-lease -p redis-lease-client --bin lease-run
 
 # --- runtime: the same Debian release and Redis package the tests use ---
