@@ -155,13 +155,14 @@ fn split_args(data: &[u8]) -> Vec<&[u8]> {
 type Parser = for<'a> fn(&[&'a [u8]], &Limits) -> Result<Request<'a>, lease::LeaseError>;
 
 /// The parsers of the command table (`src/module/table.rs`, same order).
-const PARSERS: [Parser; 7] = [
+const PARSERS: [Parser; 8] = [
     args::acquire_request,
     args::renew_request,
     args::release_request,
     args::fence_request,
     args::get_request,
     args::info_request,
+    args::raise_request,
     args::apply_request,
 ];
 
