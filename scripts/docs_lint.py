@@ -1,0 +1,222 @@
+"""The docs lint: names quoted in the docs must exist in the code, links must point at files.
+
+Prose drifts where `ev:` markers do not reach (an audit found 30 stale claims). This checks
+what can be checked mechanically, in README.md, docs/*.md and every other tracked Markdown
+file outside docs/results/:
+
+- a relative link `[text](path)` names a file or folder of the repository;
+- a backticked repository path (`client/src/elector.rs`, `harness/tests/checker.rs::name`)
+  exists, and the `::name` after it occurs in that file;
+- a backticked log line or error text (three or more plain lower-case words, as in
+  `redis unreachable again`) occurs in the code;
+- a backticked module command (`LEASE.FENCE`), setting (`lease.grace-ms`), CLI flag
+  (`--min-replicas`) or metric (`lease_task_overrun_total`) occurs in the code: a tracked file
+  that is not Markdown and not a results file.
+
+Illustrative names (an example flag of another tool, a name the docs show as wrong) go into
+scripts/docs-lint.allow as `FILE<TAB>SPAN` lines, so each exception is written down once.
+
+Exit 0 when everything is found, 1 with one line per problem (`FILE:LINE: ...`).
+Run: scripts/docs-lint [--root DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+CODE_EXTS = (".rs", ".py", ".go", ".ts", ".java", ".sh", ".json", ".toml", ".xml", ".conf", ".yml")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+SPAN = re.compile(r"`([^`]+)`")
+COMMAND = re.compile(r"^(LEASE\.[A-Z]+)\b")
+SETTING = re.compile(r"^(lease\.[a-z][a-z-]*[a-z])\b")
+FLAG = re.compile(r"^(--[a-z][a-z0-9-]*[a-z0-9])(?:[ =]|$)")
+METRIC = re.compile(r"^(lease_[a-z0-9_]*[a-z0-9])(?:\{|$)")
+# A log line or error text quoted in prose: three or more plain lower-case words.
+MESSAGE = re.compile(r"^[a-z][a-z' ;,]*[a-z]$")
+PATH = re.compile(r"^((?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+?)(?::\d+(?:-\d+)?)?(?:::([A-Za-z_][A-Za-z0-9_]*))?$")
+TOP_DIRS = ("src/", "client/", "clients/", "harness/", "model/", "fuzz/", "tests/", "testsupport/",
+            "scripts/", "docs/", "conformance/", "examples/", ".ci/", "peers/", "bench/")
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.text}"
+
+
+def tracked(root: str) -> list[str]:
+    out = subprocess.run(["git", "ls-files"], cwd=root, check=True, capture_output=True, text=True)
+    return [p for p in out.stdout.splitlines() if p]
+
+
+def is_doc(path: str) -> bool:
+    return path.endswith(".md") and not path.startswith("docs/results/")
+
+
+def code_text(root: str, files: Iterable[str]) -> str:
+    """Every tracked code file's text, joined: what a quoted name must occur in."""
+    parts: list[str] = []
+    for p in files:
+        if p.endswith(".md") or p.startswith("docs/results/") or not (
+            p.endswith(CODE_EXTS) or "/" not in p or p.startswith("scripts/")
+        ):
+            continue
+        try:
+            with open(os.path.join(root, p), encoding="utf-8", errors="replace") as f:
+                parts.append(f.read())
+        except (IsADirectoryError, FileNotFoundError):
+            continue
+    return "\n".join(parts)
+
+
+def load_allow(root: str) -> set[tuple[str, str]]:
+    path = os.path.join(root, "scripts", "docs-lint.allow")
+    allow: set[tuple[str, str]] = set()
+    if not os.path.exists(path):
+        return allow
+    with open(path, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.rstrip("\n")
+            if not line or line.startswith("#"):
+                continue
+            file, _, span = line.partition("\t")
+            allow.add((file, span))
+    return allow
+
+
+def strip_fences(lines: list[str]) -> Iterator[tuple[int, str]]:
+    """Lines outside ``` fences (code blocks are examples; their commands are checked by
+    running them, not here)."""
+    fenced = False
+    for i, line in enumerate(lines, 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if not fenced:
+            yield i, line
+
+
+def exists(root: str, path: str) -> bool:
+    return os.path.exists(os.path.join(root, path))
+
+
+def paragraphs(lines: list[str]) -> Iterator[tuple[int, str]]:
+    """Paragraphs outside fences as (first line number, text with its newlines), so that a
+    backticked span broken across two lines is still one span."""
+    start, buf = 0, list[str]()
+    for n, line in strip_fences(lines):
+        if not line.strip():
+            if buf:
+                yield start, "\n".join(buf)
+            start, buf = 0, list[str]()
+            continue
+        if not buf:
+            start = n
+        buf.append(line)
+    if buf:
+        yield start, "\n".join(buf)
+
+
+def check_file(root: str, doc: str, text: str, code: str, allow: set[tuple[str, str]]) -> list[Problem]:
+    problems: list[Problem] = []
+    here = os.path.dirname(doc)
+    for start, para in paragraphs(text.splitlines()):
+        for m in LINK.finditer(para):
+            target = m.group(1)
+            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+                continue
+            rel = target.split("#", 1)[0]
+            if rel and not exists(root, os.path.normpath(os.path.join(here, rel))):
+                n = start + para.count("\n", 0, m.start())
+                problems.append(Problem(doc, n, f"link to {target}: no such file"))
+        for m in SPAN.finditer(para):
+            span = " ".join(m.group(1).split())
+            if (doc, span) in allow:
+                continue
+            n = start + para.count("\n", 0, m.start())
+            problems.extend(check_span(root, doc, n, span, code))
+    return problems
+
+
+def check_span(root: str, doc: str, n: int, span: str, code: str) -> list[Problem]:
+    for pattern, what in ((COMMAND, "command"), (SETTING, "setting"), (METRIC, "metric")):
+        m = pattern.match(span)
+        if m:
+            name = m.group(1)
+            # Commands are registered in lower case; both spellings count. `INFO lease` fields
+            # are registered without the section prefix Redis adds (`lease_` + field).
+            field = '"' + name[len("lease_"):] + '"' if what == "metric" else name
+            if name not in code and name.lower() not in code and field not in code:
+                return [Problem(doc, n, f"{what} `{name}` occurs nowhere in the code")]
+            return []
+    if MESSAGE.match(span) and len(span.split()) >= 3:
+        if span not in code:
+            return [Problem(doc, n, f"message `{span}` occurs nowhere in the code")]
+        return []
+    m = FLAG.match(span)
+    if m:
+        flag = m.group(1)
+        # clap derives `--min-replicas` from `min_replicas`; other parsers spell it out.
+        derived = flag[2:].replace("-", "_")
+        if flag not in code and not re.search(rf"\b(pub\s+)?{re.escape(derived)}\s*:", code):
+            return [Problem(doc, n, f"flag `{flag}` occurs nowhere in the code")]
+        return []
+    m = PATH.match(span)
+    first = m.group(1).split("/")[0] if m else ""
+    # A path is checked when it starts at a top folder of the repository, or at a folder
+    # beside the doc (a client README's `src/...`); `./x` and `../x` are examples.
+    beside = first not in (".", "..") and exists(root, os.path.join(os.path.dirname(doc), first))
+    if m and " " not in span and (span.startswith(TOP_DIRS) or beside):
+        path, name = m.group(1), m.group(2)
+        if "*" in path or "<" in path or "{" in path or "..." in path or re.search(r"\b[A-Z]{3,}\b", path):
+            return []  # a pattern or placeholder (clients/LANG/...), not one path
+        if not exists(root, path) and exists(root, os.path.normpath(os.path.join(os.path.dirname(doc), path))):
+            path = os.path.normpath(os.path.join(os.path.dirname(doc), path))
+        if not exists(root, path):
+            return [Problem(doc, n, f"path `{path}` does not exist")]
+        if name and os.path.isfile(os.path.join(root, path)):
+            with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+                if name not in f.read():
+                    return [Problem(doc, n, f"`{name}` does not occur in {path}")]
+    return []
+
+
+def lint(root: str) -> list[Problem]:
+    files = tracked(root)
+    code = code_text(root, files)
+    allow = load_allow(root)
+    problems: list[Problem] = []
+    for doc in files:
+        if not is_doc(doc):
+            continue
+        with open(os.path.join(root, doc), encoding="utf-8") as f:
+            problems.extend(check_file(root, doc, f.read(), code, allow))
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="docs-lint", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    args = ap.parse_args(argv)
+    problems = lint(args.root)
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"docs-lint: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print("docs-lint: every quoted name and linked path exists")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
