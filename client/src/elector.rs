@@ -2,6 +2,8 @@
 //! [`Transport`], runs the leader task, publishes [`Leadership`], logs and counts.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -65,6 +67,8 @@ pub struct LeaderContext {
     stop_budget: Duration,
     cancel: CancellationToken,
     leadership: watch::Receiver<Leadership>,
+    /// Set by [`LeaderContext::keep_lease`]: the loop must not RELEASE after this reign.
+    keep: Arc<AtomicBool>,
 }
 
 impl LeaderContext {
@@ -99,6 +103,19 @@ impl LeaderContext {
     /// The leadership channel (deadline updates); `lease-run` feeds its watchdog from it.
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
         self.leadership.clone()
+    }
+    /// Tell the loop not to `LEASE.RELEASE` when this reign ends: something the task started
+    /// may still be running (its stop could not be confirmed), so the lease must end on the
+    /// server's own expiry, which comes after the local deadline, instead of being handed to a
+    /// successor at once. R13: release only after the task's work has stopped. `lease-run`
+    /// calls it when it cannot confirm that every process of the command is gone.
+    pub fn keep_lease(&self) {
+        self.keep.store(true, Ordering::SeqCst);
+    }
+    /// A handle that does the same as [`LeaderContext::keep_lease`] from a destructor or
+    /// another thread (a drop guard that outlives the borrow of the context).
+    pub fn keep_lease_flag(&self) -> Arc<AtomicBool> {
+        self.keep.clone()
     }
     /// "Check the deadline after every step": true only if not cancelled and the stop point
     /// (`deadline - stop_budget`) is still ahead on the local monotonic clock.
@@ -375,6 +392,7 @@ impl<T: Transport> Elector<T> {
         self.metrics.leader(token, deadline, "acquired");
         info!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = "acquired",
             lead_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64, "became leader");
+        let keep = Arc::new(AtomicBool::new(false));
         let ctx = LeaderContext {
             token,
             key: self.cfg.key.clone(),
@@ -382,6 +400,7 @@ impl<T: Transport> Elector<T> {
             stop_budget: self.cfg.stop_budget,
             cancel: cancel.clone(),
             leadership: self.tx.subscribe(),
+            keep: keep.clone(),
         };
         let mut handle = tokio::spawn(task(ctx));
         let mut finished = None;
@@ -497,8 +516,20 @@ impl<T: Transport> Elector<T> {
                 Err(_) => {
                     handle.abort();
                     self.metrics.task_overrun();
-                    error!(key = %self.cfg.key, owner = %self.cfg.owner, token,
-                        "leader task still running at the local deadline; aborted (it ignores cancellation)");
+                    // Why wait for the abort: `abort()` only asks; the future is dropped at its
+                    // next await point, and code that blocks the thread (or a sub-task it
+                    // spawned) goes on until then. R13: release only once the forced stop is
+                    // confirmed. Bounded by the margin: past it the lease is nearly over on
+                    // the server anyway, and an unconfirmed stop keeps it until expiry.
+                    let confirm = self.cfg.margin.max(Duration::from_millis(10));
+                    if timeout(confirm, &mut handle).await.is_err() {
+                        keep.store(true, Ordering::SeqCst);
+                        error!(key = %self.cfg.key, owner = %self.cfg.owner, token,
+                            "leader task still running at the local deadline and did not stop when aborted; not releasing (the lease ends on the server's expiry)");
+                    } else {
+                        error!(key = %self.cfg.key, owner = %self.cfg.owner, token,
+                            "leader task still running at the local deadline; aborted (it ignores cancellation)");
+                    }
                     None
                 }
             },
@@ -507,7 +538,10 @@ impl<T: Transport> Elector<T> {
         // otherwise the next leader could start while we still work. After a rejected
         // renewal a single server does not hold it for us any more; a quorum transport may
         // still hold a minority of nodes, freed now so the next leader need not wait.
-        if reason.release_after() || self.transport.holds_after_rejection() {
+        if keep.load(Ordering::SeqCst) {
+            warn!(key = %self.cfg.key, owner = %self.cfg.owner, token,
+                "not releasing: the task's work may still run; the lease ends on the server's expiry");
+        } else if reason.release_after() || self.transport.holds_after_rejection() {
             self.release(token).await;
         }
         match (reason, outcome) {

@@ -499,3 +499,73 @@ async fn many_electors_one_leader_increasing_tokens() {
         }
     }
 }
+
+/// R13 after an overrun: a task that ignores cancellation but can be aborted (it waits at an
+/// await point) is confirmed stopped by the abort, so the lease is released after it.
+#[tokio::test(start_paused = true)]
+async fn an_aborted_task_that_stopped_is_released_after_the_abort() {
+    let server = FakeServer::new();
+    let mut e = Elector::with_transport(cfg("a"), server.transport()).unwrap();
+    let mut rx = e.subscribe();
+    let h = e.handle();
+    let run = tokio::spawn(async move {
+        e.run(|_ctx| async {
+            std::future::pending::<()>().await;
+        })
+        .await
+    });
+    assert!(wait_for(&mut rx, Duration::from_millis(50), |l| l.is_leader()).await);
+    h.resign();
+    let _ = timeout(TTL * 3, run).await.expect("run returns");
+    let releases = server.seen().iter().filter(|s| s.op == "release").count();
+    assert_eq!(releases, 1, "{:?}", server.seen());
+}
+
+/// R13 after an overrun: a task whose abort is not confirmed (it blocks its thread, so the
+/// future is never dropped in time) must not be released: the lease ends on the server's
+/// own expiry. Real time: only a multi-threaded runtime lets the loop run while a task blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_task_that_keeps_running_is_not_released() {
+    let ttl = Duration::from_millis(300);
+    let server = FakeServer::new();
+    let mut e = Elector::with_transport(
+        ElectorConfig::new("redis://fake/", "k", ttl).with_owner("a"),
+        server.transport(),
+    )
+    .unwrap();
+    let mut rx = e.subscribe();
+    let h = e.handle();
+    let run = tokio::spawn(async move {
+        e.run(|_ctx| async {
+            // Blocks the worker thread past the deadline: no await point, no abort.
+            std::thread::sleep(Duration::from_millis(900));
+        })
+        .await
+    });
+    assert!(wait_for(&mut rx, Duration::from_millis(500), |l| l.is_leader()).await);
+    h.resign();
+    let _ = timeout(Duration::from_secs(5), run)
+        .await
+        .expect("run returns");
+    let releases = server.seen().iter().filter(|s| s.op == "release").count();
+    assert_eq!(releases, 0, "{:?}", server.seen());
+}
+
+/// `LeaderContext::keep_lease`: the task says its work may outlive it; no RELEASE follows.
+#[tokio::test(start_paused = true)]
+async fn keep_lease_suppresses_the_release() {
+    let server = FakeServer::new();
+    let mut e = Elector::with_transport(cfg("a"), server.transport()).unwrap();
+    let out = timeout(
+        TTL * 3,
+        e.run(|ctx| async move {
+            ctx.keep_lease();
+        }),
+    )
+    .await
+    .expect("run returns");
+    assert!(matches!(out, Ok(RunOutcome::TaskFinished(()))), "{out:?}");
+    let releases = server.seen().iter().filter(|s| s.op == "release").count();
+    assert_eq!(releases, 0, "{:?}", server.seen());
+    assert!(server.live().is_some(), "the lease stays until it expires");
+}
