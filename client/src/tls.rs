@@ -103,6 +103,14 @@ pub fn redis_client(url: &str, opts: &ConnectOptions) -> Result<redis::Client, L
         }
         info = info.set_redis_settings(settings);
     }
+    // Why refuse: `#insecure` turns certificate verification off, and the client would then
+    // retry forever with a protocol error (the crate's insecure feature is not built in).
+    // Refusing it is a configuration error, found at start.
+    if matches!(info.addr(), ConnectionAddr::TcpTls { insecure: true, .. }) {
+        return Err(config(
+            "rediss://...#insecure is refused: certificate verification cannot be turned off (use --tls-ca-cert-file with a private CA)",
+        ));
+    }
     if !opts.has_tls_files() {
         return redis::Client::open(info).map_err(|e| config(format!("invalid redis url: {e}")));
     }
@@ -157,6 +165,11 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not rediss://"), "{e}");
+        let e = redis_client("rediss://127.0.0.1/#insecure", &ConnectOptions::default())
+            .err()
+            .expect("#insecure refused")
+            .to_string();
+        assert!(e.contains("#insecure is refused"), "{e}");
         let cert_only = ConnectOptions {
             cert_file: Some("/nonexistent".into()),
             ..Default::default()

@@ -15,10 +15,22 @@ use testsupport::{RedisServer, ServerOptions};
 const BIN: &str = env!("CARGO_BIN_EXE_lease-run");
 
 /// The child: logs start (with its pid), beats every 20 ms, logs stop on SIGTERM/SIGINT.
+/// Shell snippets that print *host* pids: the command may run in its own PID namespace
+/// (`--containment pidns`), where `$$` and `$!` are that namespace's numbers, while `/proc`
+/// (mounted by the host) resolves `/proc/self` to the host pid of the shell that opens it.
+const HP: &str = "read -r hp _ < /proc/self/stat; echo $hp";
+/// A TERM-ignoring background `sleep 1000` that appends its host pid to `file`.
+fn bg(file: &Path) -> String {
+    format!(
+        "sh -c 'trap \"\" TERM; read -r p _ < /proc/self/stat; echo $p >> {}; exec sleep 1000' &",
+        file.display()
+    )
+}
+
 fn child_script(file: &Path) -> String {
     let f = file.display();
     format!(
-        "echo \"start $LEASE_TOKEN $(date +%s%N) $$\" >> {f}; \
+        "read -r hp _ < /proc/self/stat; echo \"start $LEASE_TOKEN $(date +%s%N) $hp\" >> {f}; \
          trap 'echo \"stop $LEASE_TOKEN $(date +%s%N) $1\" >> {f}; exit 0' TERM; \
          trap 'echo \"int $LEASE_TOKEN $(date +%s%N)\" >> {f}; exit 0' INT; \
          while :; do echo \"beat $LEASE_TOKEN $(date +%s%N)\" >> {f}; sleep 0.02; done"
@@ -382,10 +394,7 @@ fn shell_background_children_die_when_leadership_is_lost() {
     let mut server = RedisServer::start(ServerOptions::default());
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("bg.pid");
-    let script = format!(
-        "trap '' TERM; sleep 1000 & echo $! > {}; wait",
-        pidfile.display()
-    );
+    let script = format!("trap '' TERM; {} wait", bg(&pidfile));
     let mut run = LeaseRun::start(
         dir.path(),
         "lr",
@@ -552,16 +561,60 @@ fn restart_recampaigns_and_metrics_are_served() {
     );
 }
 
+/// Parent pid, 0 once the process is gone.
 fn ppid(pid: i32) -> i32 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    stat.rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap()
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The chain of parents of `pid` up to (not including) init.
+fn ancestors(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut p = pid;
+    while p > 1 {
+        p = ppid(p);
+        out.push(p);
+    }
+    out
+}
+
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// The watchdog of a lease-run: its child named `lease-watchdog` (waits for it to start).
+fn watchdog_of(run: &LeaseRun) -> i32 {
+    let me = run.child.id() as i32;
+    let end = Instant::now() + Duration::from_secs(3);
+    loop {
+        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            (std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok()
+                && ppid(pid) == me
+                && comm(pid) == "lease-watchdog")
+                .then_some(pid)
+        });
+        if let Some(p) = found {
+            return p;
+        }
+        assert!(
+            Instant::now() < end,
+            "no lease-watchdog under lease-run {me}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// Even the watchdog dying (kill -9) leaves nothing behind: CMD dies of its parent-death
@@ -572,8 +625,8 @@ fn killing_the_watchdog_kills_the_whole_group() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("bg.pid");
     let script = format!(
-        "trap '' TERM; sleep 1000 & echo $! > {}; echo $$ >> {}; wait",
-        pidfile.display(),
+        "trap '' TERM; {} sleep 0.05; {HP} >> {}; wait",
+        bg(&pidfile),
         pidfile.display()
     );
     let mut run = LeaseRun::start(
@@ -599,13 +652,11 @@ fn killing_the_watchdog_kills_the_whole_group() {
         std::thread::sleep(Duration::from_millis(5));
     };
     let (bg, sh) = (pids[0], pids[1]);
-    let watchdog = ppid(sh);
-    assert_ne!(
-        watchdog,
-        run.child.id() as i32,
+    let watchdog = watchdog_of(&run);
+    assert!(
+        ancestors(sh).contains(&watchdog),
         "CMD must run under the watchdog"
     );
-    assert_eq!(ppid(watchdog), run.child.id() as i32);
     kill(Pid::from_raw(watchdog), Signal::SIGKILL).unwrap();
     // Bounds are generous for a loaded CI machine; the measured figure is printed.
     wait_dead(sh, Duration::from_secs(1));
@@ -634,4 +685,228 @@ fn restart_after_a_lost_lease_runs_the_command_again() {
     let next = wait_start(&file, &[s.token], Duration::from_secs(3));
     assert!(next.token > s.token);
     check_no_overlap(&file);
+}
+
+// ---- Containment (issue 31): nothing the command starts outlives the lease ----------------
+
+/// A command that starts three workers which leave its process group the ways ordinary
+/// tools do (`setsid`, Python's `start_new_session=True`, `setpgid`), then waits. Every
+/// process of it runs `sleep <N>.<marker>`, so the test finds them by command line.
+fn escapers(marker: u32) -> String {
+    format!(
+        "setsid sleep 7001.{marker} & \
+         python3 -c 'import subprocess; subprocess.Popen([\"sleep\", \"7002.{marker}\"], start_new_session=True)'; \
+         python3 -c 'import os; os.setpgid(0, 0); os.execvp(\"sleep\", [\"sleep\", \"7003.{marker}\"])' & \
+         exec sleep 7000.{marker}"
+    )
+}
+
+/// Live (not zombie) `sleep` processes whose command line holds `.{marker}` (lease-run's own
+/// command line holds the script too: only the workers count).
+fn marked(marker: u32) -> Vec<i32> {
+    let tag = format!(".{marker}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            alive(pid)
+                && comm(pid) == "sleep"
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .map(|c| String::from_utf8_lossy(&c).contains(&tag))
+                    .unwrap_or(false)
+        })
+        .collect()
+}
+
+fn wait_marked(marker: u32, n: usize) {
+    let end = Instant::now() + Duration::from_secs(5);
+    while marked(marker).len() < n {
+        assert!(
+            Instant::now() < end,
+            "only {:?} of {n} workers started",
+            marked(marker)
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// All marked processes gone within `within`; returns how long it took.
+fn wait_none_marked(marker: u32, within: Duration) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        let left = marked(marker);
+        if left.is_empty() {
+            return t0.elapsed();
+        }
+        assert!(
+            t0.elapsed() < within,
+            "still running {within:?} later: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn escaping_run(extra: &[&str], ttl: &str) -> (RedisServer, tempfile::TempDir, LeaseRun, u32) {
+    let server = RedisServer::start(ServerOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let marker = std::process::id() * 100 + fastrand::u32(..100);
+    let script = escapers(marker);
+    let run = LeaseRun::start(
+        dir.path(),
+        "lr",
+        &server.url(),
+        &format!("esc-{marker}"),
+        ttl,
+        extra,
+        &["sh", "-c", &script],
+    );
+    wait_marked(marker, 4);
+    (server, dir, run, marker)
+}
+
+/// kill -9 of lease-run: the workers that left the command's group die too, before the lease
+/// could be anyone else's (TTL 1 s: the local deadline is under 1 s after the last renewal;
+/// the bound adds the 1 s of the issue's "done means").
+#[test]
+fn kill_9_of_lease_run_ends_workers_that_left_the_group() {
+    for containment in ["auto", "subreaper"] {
+        let (_server, _dir, mut run, marker) = escaping_run(&["--containment", containment], "1s");
+        run.signal(Signal::SIGKILL);
+        let t = wait_none_marked(marker, Duration::from_secs(2));
+        eprintln!("{containment}: kill -9 of lease-run: every worker dead after {t:?}");
+        let _ = run.wait(Duration::from_secs(1));
+    }
+}
+
+/// SIGTERM: the graceful stop reaches the workers outside the group too, and lease-run exits
+/// 143 only after they are gone.
+#[test]
+fn sigterm_ends_workers_that_left_the_group() {
+    let (_server, _dir, mut run, marker) = escaping_run(&[], "1s");
+    run.signal(Signal::SIGTERM);
+    assert_eq!(run.wait(Duration::from_secs(3)), Some(143));
+    assert!(marked(marker).is_empty(), "{:?}", marked(marker));
+}
+
+/// The lease lost (Redis gone): every worker is dead by the local deadline + 1 s.
+#[test]
+fn a_lost_lease_ends_workers_that_left_the_group() {
+    let (mut server, _dir, mut run, marker) = escaping_run(&[], "1s");
+    server.kill();
+    let t = wait_none_marked(marker, Duration::from_secs(2));
+    eprintln!("redis killed: every worker dead after {t:?}");
+    assert_eq!(run.wait(Duration::from_secs(3)), Some(75));
+}
+
+/// Both lease-run processes SIGKILLed at once (`killall -9` of both names): with a PID
+/// namespace nothing of the command survives, because the kernel kills the namespace when its
+/// init dies, and the init dies with its parent.
+#[test]
+fn kill_9_of_both_lease_run_processes_ends_every_worker() {
+    let (_server, _dir, mut run, marker) = escaping_run(&["--containment", "pidns"], "1s");
+    let wd = watchdog_of(&run);
+    kill(Pid::from_raw(wd), Signal::SIGKILL).unwrap();
+    run.signal(Signal::SIGKILL);
+    let t = wait_none_marked(marker, Duration::from_secs(2));
+    eprintln!("both killed: every worker dead after {t:?}");
+    let _ = run.wait(Duration::from_secs(1));
+}
+
+/// The watchdog has its own process name, so "stop every lease-run by name" stops only the
+/// elector: the watchdog still ends the command at the deadline (the old shared name stopped
+/// both, and the command ran on past a 1 s TTL).
+#[test]
+fn stopping_lease_run_by_name_leaves_the_watchdog_to_end_the_command() {
+    let (_server, _dir, run, marker) = escaping_run(&[], "1s");
+    let wd = watchdog_of(&run);
+    assert_eq!(comm(wd), "lease-watchdog");
+    // `pkill -STOP -x lease-run`, limited to this lease-run's own tree (other tests run
+    // lease-runs in parallel).
+    let me = run.child.id() as i32;
+    let ours: Vec<i32> = std::iter::once(me)
+        .chain(
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|&p| ancestors(p).contains(&me)),
+        )
+        .filter(|&p| comm(p) == "lease-run")
+        .collect();
+    assert_eq!(ours, vec![me], "only the elector is named lease-run");
+    for p in &ours {
+        kill(Pid::from_raw(*p), Signal::SIGSTOP).unwrap();
+    }
+    let t = wait_none_marked(marker, Duration::from_secs(2));
+    eprintln!("elector stopped by name: every worker dead after {t:?}");
+}
+
+/// The abort path: a watchdog that cannot act (here SIGSTOPped, like one stuck behind a
+/// command in uninterruptible sleep) when lease-run stops at its deadline. The leader task is
+/// aborted; its drop guard must still end everything, and the lease is released only once
+/// that is confirmed.
+#[test]
+fn a_stuck_watchdog_at_the_deadline_still_ends_every_worker() {
+    let (_server, _dir, mut run, marker) = escaping_run(&[], "1s");
+    let wd = watchdog_of(&run);
+    kill(Pid::from_raw(wd), Signal::SIGSTOP).unwrap();
+    run.signal(Signal::SIGTERM);
+    let t = wait_none_marked(marker, Duration::from_secs(2));
+    eprintln!("stuck watchdog: every worker dead after {t:?}");
+    assert!(
+        run.wait(Duration::from_secs(3)).is_some(),
+        "lease-run exits"
+    );
+}
+
+/// As PID 1 (a container's entrypoint), lease-run leaves no zombies behind: the command's
+/// orphans are reaped (by the namespace init or the subreaper watchdog), not re-parented to
+/// a PID 1 that never waits for them.
+#[test]
+fn as_pid_1_no_orphan_stays_a_zombie() {
+    let server = RedisServer::start(ServerOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let err = std::fs::File::create(dir.path().join("pid1.log")).unwrap();
+    let marker = std::process::id() * 100 + fastrand::u32(..100);
+    let script = format!("for i in $(seq 20); do (sleep 0.01 &); done; exec sleep 7000.{marker}");
+    let mut child = Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--kill-child",
+            BIN,
+            "--redis",
+            &server.url(),
+        ])
+        .args(["--key", &format!("pid1-{marker}"), "--ttl", "1s", "--"])
+        .args(["sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    wait_marked(marker, 1);
+    std::thread::sleep(Duration::from_millis(1500));
+    // lease-run is unshare's child (PID 1 of the test's namespace).
+    let unshare = child.id() as i32;
+    let lease_run: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&p| ppid(p) == unshare)
+        .collect();
+    assert_eq!(lease_run.len(), 1, "{lease_run:?}");
+    let zombies: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&p| ppid(p) == lease_run[0] && !alive(p))
+        .collect();
+    let _ = kill(Pid::from_raw(unshare), Signal::SIGKILL);
+    let _ = child.wait();
+    assert!(
+        zombies.is_empty(),
+        "zombies under lease-run as PID 1: {zombies:?}"
+    );
 }

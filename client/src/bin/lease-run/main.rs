@@ -1,6 +1,7 @@
 //! `lease-run`: run a command only while holding a redis-lease lease (like `consul lock` /
 //! `etcdctl lock`, without their known failures). See `--help` and docs/operations.md.
 
+mod contain;
 mod http;
 mod security;
 mod sys;
@@ -9,7 +10,7 @@ mod watchdog;
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,17 +31,33 @@ const EXIT_USAGE: i32 = 2;
 const EXIT_LOST: i32 = 75;
 
 const AFTER_HELP: &str = "\
-CMD runs only while this process holds the lease KEY, in its own process group, with
-LEASE_TOKEN (fencing token), LEASE_KEY and LEASE_OWNER in its environment and stdin from
-/dev/null. When leadership ends, the whole group gets SIGTERM at `deadline - stop-budget`
-and SIGKILL shortly before the local deadline. A watchdog process enforces that even when
-lease-run itself is paused or killed, so CMD never outlives the lease.
+CMD runs only while this process holds the lease KEY, with LEASE_TOKEN (fencing token),
+LEASE_KEY and LEASE_OWNER in its environment and stdin from /dev/null. When leadership ends,
+CMD and everything it started get SIGTERM at `deadline - stop-budget` and SIGKILL shortly
+before the local deadline. A watchdog process (named lease-watchdog, so `killall lease-run`
+does not reach it) enforces that even when lease-run itself is paused or killed.
+
+What is contained (--containment):
+  pidns      CMD runs under a small init (lease-init) as PID 1 of its own PID namespace.
+             No descendant can leave it, whatever its process group or session (setsid,
+             start_new_session, setpgid, daemonizers); the kernel kills all of it when the
+             watchdog dies, even if both lease-run processes are SIGKILLed. Needs
+             CAP_SYS_ADMIN (root). CMD sees namespace PIDs ($$ is small).
+  subreaper  The watchdog is a child subreaper: orphaned descendants come back to it, it
+             signals the whole tree under it and exits only when all of it is gone. Keeps
+             host PIDs. Escapes only if the watchdog itself is SIGKILLed: then lease-run
+             does not release the lease (it expires on the server).
+  auto       pidns where the system allows it, else subreaper (the default; the log line
+             `command starting` names the one in force).
+When lease-run cannot confirm that every process of CMD is gone it does not release the lease:
+the lease then ends on the server's own expiry, shortly after the local deadline.
 
 Exit codes:
   N        CMD exited by itself with code N (128+S if killed by signal S); lease released
-  75       leadership was lost (CMD was stopped) and --restart was not given
-  130/143  lease-run got SIGINT/SIGTERM (forwarded to CMD's group); CMD stopped, lease released
-  126/127  CMD could not be executed / was not found
+  75       leadership was lost (CMD was stopped) and --restart was not given (--lost-exit-code
+           changes it, for a CMD that exits 75 itself)
+  130/143  lease-run got SIGINT/SIGTERM (forwarded to CMD); CMD stopped, lease released
+  126/127  CMD could not be executed / was not found (126 also: --containment pidns refused)
   2        usage or configuration error
   1        internal error
 
@@ -134,6 +151,12 @@ struct Cli {
     /// Pause before campaigning again with --restart.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     restart_delay: Duration,
+    /// How every process CMD starts is kept from outliving the lease (see below).
+    #[arg(long, value_enum, default_value = "auto")]
+    containment: contain::Wanted,
+    /// Exit code when leadership was lost (default 75, EX_TEMPFAIL).
+    #[arg(long, default_value_t = EXIT_LOST)]
+    lost_exit_code: i32,
     /// Command and arguments.
     #[arg(trailing_var_arg = true, required = true, num_args = 1.., value_name = "CMD")]
     cmd: Vec<OsString>,
@@ -153,6 +176,10 @@ struct Shared {
     /// `--restart`: a lost lease is not the end.
     restart: bool,
     lost_notify: Notify,
+    /// Pid of the current watchdog (0 = none): the PID 1 reaper leaves it to tokio.
+    watchdog: AtomicI32,
+    /// Containment the watchdog reported: 0 unknown, 1 pidns, 2 subreaper.
+    mode: AtomicU8,
 }
 
 /// How the leader task ended.
@@ -193,6 +220,9 @@ fn main() {
     let mut args: Vec<OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == watchdog::ARG) {
         watchdog::main(args.split_off(2));
+    }
+    if args.get(1).is_some_and(|a| a == contain::INIT_ARG) {
+        contain::init_main(args.split_off(2));
     }
     let mut cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -327,8 +357,14 @@ async fn run(cli: Cli) -> i32 {
         restart: cli.restart,
         ..Shared::default()
     });
+    if std::process::id() == 1 {
+        // As a container's entrypoint we are PID 1: orphans of the watchdog's line (an init
+        // or CMD whose watchdog was killed) are re-parented to us and must be reaped.
+        tokio::spawn(reap_orphans(shared.clone()));
+    }
     let handle = elector.handle();
     let cmd = Arc::new(cli.cmd.clone());
+    let containment = cli.containment;
     let mut got_signal: Option<i32> = None;
     loop {
         let task = {
@@ -336,7 +372,14 @@ async fn run(cli: Cli) -> i32 {
             let cmd = cmd.clone();
             let exe = exe.clone();
             move |ctx: LeaderContext| {
-                leader_task(ctx, exe.clone(), cmd.clone(), plan, shared.clone())
+                leader_task(
+                    ctx,
+                    exe.clone(),
+                    cmd.clone(),
+                    plan,
+                    shared.clone(),
+                    containment,
+                )
             }
         };
         let fut = elector.run(task);
@@ -386,7 +429,7 @@ async fn run(cli: Cli) -> i32 {
                     return 128 + s;
                 }
                 if shared.lost.load(Ordering::SeqCst) {
-                    return EXIT_LOST;
+                    return cli.lost_exit_code;
                 }
                 // With --restart a Skipped start is impossible (nothing sets `stopping`).
                 return EXIT_INTERNAL;
@@ -407,6 +450,7 @@ async fn leader_task(
     cmd: Arc<Vec<OsString>>,
     plan: KillPlan,
     shared: Arc<Shared>,
+    containment: contain::Wanted,
 ) -> ChildEnd {
     // Why: once a stop is decided (signal, or a loss without --restart), a new term that
     // raced in must not start CMD again.
@@ -442,9 +486,11 @@ async fn leader_task(
     let mut w = {
         let mut command = tokio::process::Command::new(&exe);
         command
+            .arg0("lease-watchdog")
             .arg(watchdog::ARG)
             .arg(term_ns.to_string())
             .arg(kill_ns.to_string())
+            .arg(containment.arg())
             .arg("--")
             .args(cmd.iter())
             .env("LEASE_TOKEN", ctx.token().to_string())
@@ -468,6 +514,17 @@ async fn leader_task(
                 return ChildEnd::Exited(EXIT_INTERNAL);
             }
         }
+    };
+    let wd_pid = w.id().map_or(0, |p| p as i32);
+    shared.watchdog.store(wd_pid, Ordering::SeqCst);
+    // Runs when this task ends in any way, including the elector aborting it at the local
+    // deadline (a watchdog stuck behind a command in uninterruptible sleep): the cleanup
+    // must not depend on reaching the end of this function.
+    let mut guard = StopGuard {
+        watchdog: wd_pid,
+        shared: shared.clone(),
+        keep: ctx.keep_lease_flag(),
+        armed: true,
     };
     let (from_w, mut to_w) = ours.into_split();
     let mut lines = BufReader::new(from_w).lines();
@@ -528,7 +585,18 @@ async fn leader_task(
     // Why: the watchdog normally leaves nothing behind, but if it was killed itself (kill -9
     // by someone), CMD died of its death signal while CMD's own children may live on in its
     // group. Clear the group before reporting anything.
-    sys::killpg(shared.pgid.swap(0, Ordering::SeqCst), Signal::SIGKILL);
+    let killed_watchdog =
+        matches!(&status, Ok(st) if std::os::unix::process::ExitStatusExt::signal(st).is_some());
+    guard.armed = false;
+    let pgid = shared.pgid.swap(0, Ordering::SeqCst);
+    sys::killpg(pgid, Signal::SIGKILL);
+    shared.watchdog.store(0, Ordering::SeqCst);
+    // A watchdog that exited by itself has seen every process of CMD end (that is when it
+    // exits). One that was killed could not: confirm, or keep the lease until it expires.
+    if killed_watchdog && !confirm_gone(&shared, pgid) {
+        ctx.keep_lease();
+        warn!(token, "cannot confirm that every process of the command is gone; not releasing the lease (it expires on the server)");
+    }
     let code = match status {
         Ok(st) => watchdog::exit_code(st),
         Err(_) => EXIT_INTERNAL,
@@ -544,8 +612,84 @@ async fn leader_task(
     ChildEnd::Exited(code)
 }
 
+/// Ends what the watchdog contained when the leader task is dropped before it finished
+/// (aborted at the local deadline): SIGKILL the watchdog and CMD's group (pidns: the init,
+/// whose death kills its namespace), then confirm it, or veto the release.
+struct StopGuard {
+    watchdog: i32,
+    shared: Arc<Shared>,
+    keep: Arc<AtomicBool>,
+    armed: bool,
+}
+
+impl Drop for StopGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if self.watchdog > 1 {
+            let _ =
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.watchdog), Signal::SIGKILL);
+        }
+        let pgid = self.shared.pgid.swap(0, Ordering::SeqCst);
+        sys::killpg(pgid, Signal::SIGKILL);
+        if !confirm_gone(&self.shared, pgid) {
+            self.keep.store(true, Ordering::SeqCst);
+            error!("the command could not be confirmed stopped at the local deadline; not releasing the lease (it expires on the server)");
+        }
+    }
+}
+
+/// After the watchdog died: is every process of the command gone? Under pidns the group of
+/// lease-init (`pid`) holds the namespace's init, which exits only after the kernel has killed
+/// its namespace, so "no live member of that group" means yes.
+/// Under subreaper, descendants that left CMD's group are unknown once the watchdog is gone:
+/// never confirmed. Bounded wait (a SIGKILLed process ends within milliseconds unless it
+/// sits in uninterruptible sleep).
+fn confirm_gone(shared: &Shared, pid: i32) -> bool {
+    if shared.mode.load(Ordering::SeqCst) != 1 {
+        return false;
+    }
+    let end = std::time::Instant::now() + Duration::from_millis(300);
+    while contain::group_alive(pid) {
+        if std::time::Instant::now() >= end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    true
+}
+
+/// PID 1 only: reap zombies re-parented to us, except the current watchdog (tokio waits for
+/// that one itself).
+async fn reap_orphans(shared: Arc<Shared>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let wd = shared.watchdog.load(Ordering::SeqCst);
+        for pid in contain::zombie_children(1) {
+            if pid != wd {
+                let _ = nix::sys::wait::waitpid(
+                    nix::unistd::Pid::from_raw(pid),
+                    Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+                );
+            }
+        }
+    }
+}
+
 fn on_line(line: &str, shared: &Shared, fired: &mut bool) {
-    if let Some(pid) = line.strip_prefix("pid ") {
+    if let Some(mode) = line.strip_prefix("containment ") {
+        let m = match mode.trim() {
+            "pidns" => 1,
+            "subreaper" => 2,
+            _ => 0,
+        };
+        shared.mode.store(m, Ordering::SeqCst);
+        info!(
+            containment = mode.trim(),
+            "command starting under containment"
+        );
+    } else if let Some(pid) = line.strip_prefix("pid ") {
         if let Ok(p) = pid.trim().parse::<i32>() {
             shared.pgid.store(p, Ordering::SeqCst);
         }

@@ -70,7 +70,10 @@ pub fn watchdog_ignore_signals() {
 /// Prepare the command the watchdog runs: its own process group (so one `killpg` reaches
 /// everything it starts, e.g. children behind a shell), SIGKILL when the watchdog dies, and
 /// default signal dispositions (the watchdog's SIG_IGN would otherwise be inherited).
-pub fn prepare_child(cmd: &mut std::process::Command, parent: Pid) {
+/// `parent`: the watchdog's pid, checked after the prctl; `None` for the namespace init, whose
+/// parent is outside its namespace (getppid() is 0 there): if the watchdog died in that
+/// window, lease-run itself SIGKILLs the init's group when it sees the watchdog gone.
+pub fn prepare_child(cmd: &mut std::process::Command, parent: Option<Pid>) {
     cmd.process_group(0);
     // SAFETY: the closure runs in the forked child before exec. It only makes
     // async-signal-safe system calls (prctl, getppid, sigaction with SIG_DFL) and allocates
@@ -81,7 +84,7 @@ pub fn prepare_child(cmd: &mut std::process::Command, parent: Pid) {
                 .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
             // Why: if the parent died between fork and prctl, the death signal will never
             // come; refuse to run an orphan.
-            if nix::unistd::getppid() != parent {
+            if parent.is_some_and(|p| nix::unistd::getppid() != p) {
                 return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
             }
             for sig in [
@@ -97,4 +100,33 @@ pub fn prepare_child(cmd: &mut std::process::Command, parent: Pid) {
             Ok(())
         });
     }
+}
+
+/// Name this process (`/proc/PID/comm`, what `killall`, `pkill` and `top` match), so that
+/// `killall -9 lease-run` or `pkill -STOP lease-run` aimed at the elector does not also hit
+/// the watchdog that exists to outlive the elector's failures.
+pub fn set_process_name(name: &str) {
+    if let Ok(c) = std::ffi::CString::new(name) {
+        let _ = nix::sys::prctl::set_name(&c);
+    }
+}
+
+/// Install a signal handler (the namespace init's forwarding handlers).
+pub fn set_handler(sig: Signal, handler: SigHandler) {
+    let action = nix::sys::signal::SigAction::new(
+        handler,
+        nix::sys::signal::SaFlags::empty(),
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the only handler installed through this is `contain::note_signal`, which does
+    // one atomic store: async-signal-safe, no allocation, no lock.
+    unsafe {
+        let _ = nix::sys::signal::sigaction(sig, &action);
+    }
+}
+
+/// The command under the namespace init: its own process group (terminal-style job control
+/// inside works as before). Signal handlers are reset by exec; nothing is ignored in the init.
+pub fn prepare_grandchild(cmd: &mut std::process::Command) {
+    cmd.process_group(0);
 }

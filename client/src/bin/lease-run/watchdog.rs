@@ -1,10 +1,13 @@
 //! The watchdog: a second `lease-run` process (`lease-run __lease-run-watchdog ...`) that owns
 //! the command. It exists because a paused elector (SIGSTOP, a frozen VM, swap storm) cannot
 //! stop anything: the watchdog keeps the command's deadline on CLOCK_MONOTONIC and kills the
-//! command's whole process group on time even if the elector never runs again.
+//! command and everything it started (contain.rs) on time even if the elector never runs again.
+//! It names itself `lease-watchdog`, so that `killall lease-run` does not reach it.
 //!
 //! ```text
-//! lease-run (elector) --pipe--> watchdog (own pgrp, ignores INT/TERM/HUP/TSTP) --> CMD (own pgrp, PDEATHSIG=KILL)
+//! lease-run (elector) --socket--> lease-watchdog (own pgrp, ignores INT/TERM/HUP/TSTP)
+//!     --> lease-init (PID 1 of a new PID namespace, PDEATHSIG=KILL) --> CMD (own pgrp)   [pidns]
+//!     --> CMD (own pgrp, PDEATHSIG=KILL), the watchdog a child subreaper                [subreaper]
 //! ```
 //!
 //! Protocol on the control socket (the watchdog's fd 0, one end of a Unix socket pair; the
@@ -27,7 +30,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use crate::sys;
+use crate::{contain, sys};
 
 pub const ARG: &str = "__lease-run-watchdog";
 
@@ -64,8 +67,9 @@ pub fn exit_code(st: std::process::ExitStatus) -> i32 {
     }
 }
 
-/// `args` = everything after `ARG`: `<term_ns> <kill_ns> -- CMD ARGS...`.
+/// `args` = everything after `ARG`: `<term_ns> <kill_ns> <containment> -- CMD ARGS...`.
 pub fn main(args: Vec<OsString>) -> ! {
+    sys::set_process_name("lease-watchdog");
     sys::watchdog_ignore_signals();
     let parse = |i: usize| {
         args.get(i)
@@ -76,14 +80,48 @@ pub fn main(args: Vec<OsString>) -> ! {
         eprintln!("lease-run watchdog: bad arguments");
         std::process::exit(1);
     };
-    let Some(program) = args.get(3) else {
+    let Some(wanted) = args
+        .get(2)
+        .and_then(|a| a.to_str())
+        .and_then(contain::Wanted::parse)
+    else {
+        eprintln!("lease-run watchdog: bad containment argument");
+        std::process::exit(1);
+    };
+    let Some(program) = args.get(4) else {
         eprintln!("lease-run watchdog: no command");
         std::process::exit(1);
     };
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(&args[4..]).stdin(std::process::Stdio::null());
-    sys::prepare_child(&mut cmd, nix::unistd::getpid());
-    let mut child = match cmd.spawn() {
+    // Before any thread exists: the namespace (if any) applies to the next child we start.
+    let mode = match contain::enter(wanted) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("lease-run: {e}");
+            std::process::exit(126);
+        }
+    };
+    say(&format!("containment {}", mode.name()));
+    let mut cmd = match mode {
+        contain::Mode::PidNs => {
+            let exe = std::env::current_exe().unwrap_or_else(|_| "/proc/self/exe".into());
+            let mut c = std::process::Command::new(exe);
+            std::os::unix::process::CommandExt::arg0(&mut c, "lease-init");
+            c.arg(contain::INIT_ARG)
+                .arg("--")
+                .arg(program)
+                .args(&args[5..]);
+            c
+        }
+        contain::Mode::Subreaper => {
+            let mut c = std::process::Command::new(program);
+            c.args(&args[5..]);
+            c
+        }
+    };
+    cmd.stdin(std::process::Stdio::null());
+    let parent = (mode == contain::Mode::Subreaper).then(nix::unistd::getpid);
+    sys::prepare_child(&mut cmd, parent);
+    let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("lease-run: cannot run {program:?}: {e}");
@@ -94,6 +132,8 @@ pub fn main(args: Vec<OsString>) -> ! {
             });
         }
     };
+    // CMD's pid and process group (subreaper), or the namespace init's (pidns): what every
+    // signal below is aimed at, through `contain::signal`.
     let pgid = child.id() as i32;
     say(&format!("pid {pgid}"));
 
@@ -135,7 +175,7 @@ pub fn main(args: Vec<OsString>) -> ! {
                             .first()
                             .and_then(|n| Signal::try_from(*n as i32).ok())
                             .unwrap_or(Signal::SIGTERM);
-                        sys::killpg(pgid, sig);
+                        contain::signal(mode, pgid, sig);
                         s.termed = true;
                     }
                 }
@@ -149,14 +189,17 @@ pub fn main(args: Vec<OsString>) -> ! {
         st.1.notify_all();
     });
 
-    // Waiter: CMD's exit ends the watchdog, after clearing leftovers in its group (a shell's
-    // background children must not keep running unsupervised: consul lock's bug #2022).
+    // Waiter: CMD's exit ends the watchdog, after ending everything else it started (a
+    // shell's background children, workers in their own sessions: none may keep running
+    // unsupervised, consul lock's bug #2022). Our exit code therefore means "all gone".
     std::thread::spawn(move || {
-        let code = match child.wait() {
-            Ok(st) => exit_code(st),
-            Err(_) => 1,
+        // We reap every adopted orphan ourselves (not `child.wait()`, which would lose the
+        // child's status to the reaping loop). In pidns mode lease-init exits only after its
+        // namespace is empty.
+        let code = {
+            drop(child);
+            contain::reap_all(pgid)
         };
-        sys::killpg(pgid, Signal::SIGKILL);
         std::process::exit(code);
     });
 
@@ -172,11 +215,11 @@ pub fn main(args: Vec<OsString>) -> ! {
                 s.killed = true;
                 say("fired kill");
             }
-            sys::killpg(pgid, Signal::SIGKILL);
+            contain::signal(mode, pgid, Signal::SIGKILL);
         } else if !s.termed && now >= s.term_ns {
             s.termed = true;
             say("fired term");
-            sys::killpg(pgid, Signal::SIGTERM);
+            contain::signal(mode, pgid, Signal::SIGTERM);
         }
         let next = if now >= s.kill_ns {
             now + sys::ns(Duration::from_millis(200))
