@@ -166,8 +166,7 @@ mod tests {
             .to_string();
         assert!(e.contains("not rediss://"), "{e}");
         let e = redis_client("rediss://127.0.0.1/#insecure", &ConnectOptions::default())
-            .err()
-            .expect("#insecure refused")
+            .expect_err("#insecure refused")
             .to_string();
         assert!(e.contains("#insecure is refused"), "{e}");
         let cert_only = ConnectOptions {
