@@ -49,6 +49,11 @@ pub struct ElectorConfig {
     /// Reconnect backoff: full jitter in `[0, min(backoff_max, backoff_min * 2^attempt)]`.
     pub backoff_min: Duration,
     pub backoff_max: Duration,
+    /// Quorum mode: how long a node whose server identity changed (a restart, or its address
+    /// moved to another server) counts toward no grant or renewal; at least `ttl`. Default
+    /// 30 s, the module's default `lease.max-ttl`: the longest lease any elector could have
+    /// left on the server that vanished. Set it to the nodes' `lease.max-ttl`.
+    pub node_quarantine: Duration,
 }
 
 impl std::fmt::Debug for ElectorConfig {
@@ -108,7 +113,13 @@ impl ElectorConfig {
             op_timeout: (ttl / 5).max(Duration::from_millis(50)),
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
+            node_quarantine: Duration::from_secs(30),
         }
+    }
+
+    pub fn with_node_quarantine(mut self, d: Duration) -> Self {
+        self.node_quarantine = d;
+        self
     }
 
     pub fn with_owner(mut self, owner: impl Into<String>) -> Self {

@@ -38,13 +38,95 @@ use crate::transport::{LeaseInfo, RedisTransport, Replicated, Transport, WaitFor
 /// One node's connection: shared by the round's per-node tasks (a task still waiting on a
 /// slow node when the round already decided keeps running on its own, bounded).
 struct Node {
+    index: usize,
     client: redis::Client,
     conn: Mutex<Option<MultiplexedConnection>>,
     connect_timeout: Duration,
+    /// The server identity last seen at every node (index-aligned), shared by all nodes of
+    /// this transport: a new connection is checked against all of them.
+    identities: Arc<std::sync::Mutex<Vec<Option<String>>>>,
+    /// Until when this node counts toward nothing (its identity changed).
+    quarantined_until: std::sync::Mutex<Option<Instant>>,
+    quarantine: Duration,
+}
+
+/// `run_id` from an `INFO server` reply.
+fn run_id_of(info: &str) -> Option<String> {
+    info.lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
 }
 
 impl Node {
+    fn unusable(&self, why: String) -> CommandError {
+        CommandError::new(ErrorKind::Connection, why)
+    }
+
+    /// Checks a new connection's server identity (quorum_decide::check_identity) and says
+    /// whether the connection may be used.
+    async fn check_new(&self, c: &mut MultiplexedConnection) -> Result<(), CommandError> {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(c)
+            .await
+            .map_err(|e| {
+                self.unusable(format!(
+                    "quorum: node {}: INFO server failed ({e}); quorum mode needs each node's run_id (grant +info to the elector's ACL user, docs/security.md §3)",
+                    self.index + 1
+                ))
+            })?;
+        let Some(id) = run_id_of(&info) else {
+            return Err(self.unusable(format!(
+                "quorum: node {}: INFO server has no run_id",
+                self.index + 1
+            )));
+        };
+        let mut ids = self.identities.lock().unwrap_or_else(|p| p.into_inner());
+        match qd::check_identity(self.index, &id, &ids) {
+            qd::IdentityCheck::First | qd::IdentityCheck::Same => {
+                ids[self.index] = Some(id);
+                Ok(())
+            }
+            qd::IdentityCheck::Changed => {
+                ids[self.index] = Some(id);
+                let until = Instant::now() + self.quarantine;
+                *self
+                    .quarantined_until
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(until);
+                tracing::warn!(node = self.index + 1, quarantine_ms = self.quarantine.as_millis() as u64,
+                    "quorum: another server answers at this node now (run_id changed); it counts toward no grant or renewal until the quarantine ends");
+                Err(self.unusable(format!(
+                    "quorum: node {}: server identity changed; quarantined",
+                    self.index + 1
+                )))
+            }
+            qd::IdentityCheck::Duplicate { of } => {
+                tracing::error!(node = self.index + 1, same_as = of + 1,
+                    "quorum: two nodes are one server (same run_id); this node counts toward nothing");
+                Err(self.unusable(format!(
+                    "quorum: node {} is the same server as node {} (same run_id)",
+                    self.index + 1,
+                    of + 1
+                )))
+            }
+        }
+    }
+
     async fn query(&self, cmd: redis::Cmd) -> Result<Value, CommandError> {
+        // Why before anything is sent: a quarantined node's reply must not count, and a grant
+        // it made would only block others for a TTL.
+        let q = *self
+            .quarantined_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if q.is_some_and(|until| Instant::now() < until) {
+            return Err(self.unusable(format!(
+                "quorum: node {}: quarantined (its server identity changed)",
+                self.index + 1
+            )));
+        }
         let mut c = {
             let mut slot = self.conn.lock().await;
             match slot.as_ref() {
@@ -53,10 +135,11 @@ impl Node {
                     let config = AsyncConnectionConfig::new()
                         .set_connection_timeout(Some(self.connect_timeout))
                         .set_response_timeout(None);
-                    let c = self
+                    let mut c = self
                         .client
                         .get_multiplexed_async_connection_with_config(&config)
                         .await?;
+                    self.check_new(&mut c).await?;
                     *slot = Some(c.clone());
                     c
                 }
@@ -68,6 +151,52 @@ impl Node {
         }
         r
     }
+}
+
+/// The addresses a node URL names, for the start-time duplicate check: every socket address
+/// its host resolves to (so `localhost` and `127.0.0.1` meet), or the canonical unix socket
+/// path. The db number is left out on purpose: db 0 and db 1 are one server.
+fn server_addresses(url: &str) -> Result<Vec<String>, LeaseError> {
+    use redis::{ConnectionAddr, IntoConnectionInfo};
+    use std::net::ToSocketAddrs;
+    let info = url
+        .into_connection_info()
+        .map_err(|e| LeaseError::Config(format!("invalid redis url: {e}")))?;
+    Ok(match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            // A name that does not resolve yet cannot be compared here; the run_id check on
+            // connect still catches a duplicate.
+            match (host.as_str(), *port).to_socket_addrs() {
+                Ok(addrs) => addrs.map(|a| a.to_string()).collect(),
+                Err(_) => vec![format!("{host}:{port}")],
+            }
+        }
+        ConnectionAddr::Unix(path) => vec![std::fs::canonicalize(path)
+            .unwrap_or_else(|_| path.clone())
+            .display()
+            .to_string()],
+        _ => vec![],
+    })
+}
+
+/// Refuses a node list that names one server twice under any spelling.
+fn check_distinct(urls: &[String]) -> Result<(), LeaseError> {
+    let addrs = urls
+        .iter()
+        .map(|u| server_addresses(u))
+        .collect::<Result<Vec<_>, _>>()?;
+    for i in 0..urls.len() {
+        for j in i + 1..urls.len() {
+            if let Some(a) = addrs[i].iter().find(|a| addrs[j].contains(a)) {
+                return Err(LeaseError::Config(format!(
+                    "quorum: nodes {} and {} are the same server ({a}): one server would count twice toward a majority",
+                    i + 1,
+                    j + 1
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// [`Transport`] over N independent primaries (see the module docs).
@@ -109,14 +238,20 @@ impl QuorumTransport {
                 "quorum: min_replicas is not supported (the majority is the replication)".into(),
             ));
         }
+        check_distinct(urls)?;
+        let identities = Arc::new(std::sync::Mutex::new(vec![None; urls.len()]));
         let mut nodes = vec![];
-        for u in urls {
+        for (index, u) in urls.iter().enumerate() {
             let client = redis::Client::open(u.as_str())
                 .map_err(|e| LeaseError::Config(format!("invalid redis url: {e}")))?;
             nodes.push(Arc::new(Node {
+                index,
                 client,
                 conn: Mutex::new(None),
                 connect_timeout: cfg.op_timeout.max(Duration::from_millis(100)),
+                identities: identities.clone(),
+                quarantined_until: std::sync::Mutex::new(None),
+                quarantine: qd::quarantine(cfg.ttl, cfg.node_quarantine),
             }));
         }
         Ok(QuorumTransport {
@@ -512,5 +647,52 @@ impl Elector<Nodes> {
             many => Nodes::Quorum(QuorumTransport::new(many, &config, control)?),
         };
         Elector::with_transport(config, t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn urls(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn one_server_twice_under_any_spelling_is_refused() {
+        for (list, why) in [
+            (
+                &["redis://127.0.0.1:7001/", "redis://127.0.0.1:7001/"][..],
+                "same URL",
+            ),
+            (
+                &["redis://localhost:7001/", "redis://127.0.0.1:7001/"][..],
+                "name and address",
+            ),
+            (
+                &["redis://127.0.0.1:7001/0", "redis://127.0.0.1:7001/1"][..],
+                "db 0 and db 1",
+            ),
+            (
+                &["redis://127.0.0.1:7001", "redis://u:p@127.0.0.1:7001/"][..],
+                "credentials",
+            ),
+        ] {
+            let e = check_distinct(&urls(list)).expect_err(why).to_string();
+            assert!(e.contains("are the same server"), "{why}: {e}");
+        }
+        check_distinct(&urls(&[
+            "redis://127.0.0.1:7001/",
+            "redis://127.0.0.1:7002/",
+            "redis://127.0.0.2:7001/",
+        ]))
+        .expect("three distinct servers");
+    }
+
+    #[test]
+    fn run_id_is_read_from_info_server() {
+        let info = "# Server\r\nredis_version:7.0.15\r\nrun_id:4f1c0d\r\ntcp_port:6379\r\n";
+        assert_eq!(run_id_of(info).as_deref(), Some("4f1c0d"));
+        assert_eq!(run_id_of("# Server\r\nredis_version:7\r\n"), None);
     }
 }

@@ -46,6 +46,51 @@ impl QuorumControl {
     }
 }
 
+/// What the server identity (`run_id` of `INFO server`) a node's new connection reports means
+/// for the quorum. Both safety arguments (docs/quorum.md §3) need every majority to share a
+/// *server* with every other, and the state a reign left on that server to still be there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IdentityCheck {
+    /// The first identity seen at this node: remember it.
+    First,
+    /// The same server as before (a reconnect).
+    Same,
+    /// Another server answers at this node's address now (a restart, or a VIP, DNS name or
+    /// proxy moved to a spare). It has none of the old one's leases, and if it has been up
+    /// longer than its grace it grants at once: it counts toward no grant and no renewal for
+    /// at least one max TTL, like a node that lost its state.
+    Changed,
+    /// The same server as node `of` (one URL twice under another spelling, a unix socket and
+    /// a TCP port of one server, db 0 and db 1): one server must never count twice.
+    Duplicate { of: usize },
+}
+
+/// `me`'s new connection reports `seen`; `known[i]` is the identity last seen at node `i`.
+pub fn check_identity(me: usize, seen: &str, known: &[Option<String>]) -> IdentityCheck {
+    if let Some(of) = known
+        .iter()
+        .enumerate()
+        .position(|(i, k)| i != me && k.as_deref() == Some(seen))
+    {
+        return IdentityCheck::Duplicate { of };
+    }
+    match known.get(me).and_then(|k| k.as_deref()) {
+        None => IdentityCheck::First,
+        Some(k) if k == seen => IdentityCheck::Same,
+        Some(_) => IdentityCheck::Changed,
+    }
+}
+
+/// How long a node whose identity changed counts toward nothing: at least the longest TTL any
+/// elector may have used on it (`configured`, default the module's default `lease.max-ttl`),
+/// and never less than this elector's own TTL.
+pub fn quarantine(
+    ttl: std::time::Duration,
+    configured: std::time::Duration,
+) -> std::time::Duration {
+    ttl.max(configured)
+}
+
 /// One node's reply in a round; `None` = no reply before the round's limit.
 pub type NodeReply<T> = Option<Result<T, ErrorKind>>;
 
@@ -370,5 +415,40 @@ mod tests {
         for (name, replies, want) in cases {
             assert_eq!(after_renew(Correct, &replies), want, "{name}");
         }
+    }
+}
+
+#[cfg(test)]
+mod identity_tests {
+    use super::*;
+
+    fn k(v: &[Option<&str>]) -> Vec<Option<String>> {
+        v.iter().map(|x| x.map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn identities_first_same_changed_duplicate() {
+        let known = k(&[Some("a"), None, Some("c")]);
+        assert_eq!(check_identity(1, "b", &known), IdentityCheck::First);
+        assert_eq!(check_identity(0, "a", &known), IdentityCheck::Same);
+        assert_eq!(check_identity(2, "s", &known), IdentityCheck::Changed);
+        // Node 1 turns out to be node 0's server: it must not count a second time.
+        assert_eq!(
+            check_identity(1, "a", &known),
+            IdentityCheck::Duplicate { of: 0 }
+        );
+        // A swapped node that lands on another node's server is a duplicate, not a change.
+        assert_eq!(
+            check_identity(2, "a", &known),
+            IdentityCheck::Duplicate { of: 0 }
+        );
+    }
+
+    #[test]
+    fn quarantine_is_at_least_the_ttl() {
+        use std::time::Duration;
+        let s = Duration::from_secs;
+        assert_eq!(quarantine(s(1), s(30)), s(30));
+        assert_eq!(quarantine(s(45), s(30)), s(45));
     }
 }

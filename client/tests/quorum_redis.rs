@@ -23,9 +23,12 @@ fn holder(s: &RedisServer) -> Option<(String, u64)> {
 /// Elector "q-a" in quorum mode on `nodes`, with a short reconnect backoff.
 fn elector_q_a(nodes: &[RedisServer], ttl: Duration) -> Elector<Nodes> {
     let urls: Vec<String> = nodes.iter().map(|s| s.url()).collect();
+    // The restarted test servers come back empty and without grace: a restarted node must
+    // count toward nothing for the quarantine (one max TTL; the tests' leases are shorter).
     let cfg = ElectorConfig::new(&urls[0], KEY, ttl)
         .with_owner("q-a")
-        .with_backoff(Duration::from_millis(20), Duration::from_millis(200));
+        .with_backoff(Duration::from_millis(20), Duration::from_millis(200))
+        .with_node_quarantine(ttl * 2);
     Elector::with_nodes(cfg, &urls).unwrap()
 }
 
@@ -113,9 +116,16 @@ async fn quorum_round_unifies_tokens_survives_a_minority_and_releases_everywhere
 
     nodes[0].restart();
     nodes[1].restart();
-    // Back (data lost here: the test servers run without persistence) and grace 0: a new
-    // reign, token above the previous one (node 2 still knows it).
+    let back = Instant::now();
+    // Back (data lost here: the test servers run without persistence) and grace 0: their
+    // identities changed, so they count toward nothing for the quarantine (2 TTLs here);
+    // then a new reign, token above the previous one (node 2 still knows it).
     let token2 = wait_leader(&rx, Duration::from_secs(10)).await;
+    assert!(
+        back.elapsed() >= ttl * 2,
+        "restarted empty nodes counted before their quarantine ended ({:?})",
+        back.elapsed()
+    );
     assert!(token2 > token, "{token2} > {token}");
     // A node that came back after the round may not be in this reign; a majority is.
     let holding = nodes
@@ -243,4 +253,141 @@ async fn a_lost_round_frees_the_remaining_nodes_only_after_the_task_stopped() {
         );
         sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// A node with a unix socket beside its TCP port (two addresses of one server).
+fn node_with_socket(path: &std::path::Path) -> RedisServer {
+    RedisServer::start(
+        ServerOptions::default()
+            .module_args(&["lease.grace-ms", "0"])
+            .extra_args(&[
+                "--unixsocket",
+                &path.display().to_string(),
+                "--unixsocketperm",
+                "700",
+            ]),
+    )
+}
+
+fn quorum_cfg(urls: &[String], owner: &str, ttl: Duration) -> ElectorConfig {
+    ElectorConfig::new(&urls[0], KEY, ttl)
+        .with_owner(owner)
+        .with_backoff(Duration::from_millis(10), Duration::from_millis(100))
+}
+
+/// Issue 32 item 2: one server listed twice is refused at start, under any spelling.
+#[test]
+fn a_node_list_naming_one_server_twice_is_refused() {
+    let s = node();
+    let p = s.addr().port();
+    for list in [
+        vec![s.url(), s.url()],
+        vec![
+            format!("redis://localhost:{p}/"),
+            format!("redis://127.0.0.1:{p}/"),
+        ],
+        vec![
+            format!("redis://127.0.0.1:{p}/0"),
+            format!("redis://127.0.0.1:{p}/1"),
+        ],
+    ] {
+        let e = Elector::with_nodes(quorum_cfg(&list, "d", Duration::from_secs(1)), &list)
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("same server"), "{list:?}: {e}");
+    }
+}
+
+/// Issue 32 item 2, once connected: a server reachable at two addresses the start check
+/// cannot relate (its TCP port and its unix socket) counts once. With the third node frozen,
+/// only that one server answers: no majority, nobody leads (at the old code it led alone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_server_behind_two_addresses_counts_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("a.sock");
+    let a = node_with_socket(&sock);
+    let b = node();
+    b.signal(libc_sigstop());
+    let urls = vec![a.url(), format!("unix://{}", sock.display()), b.url()];
+    let mut e =
+        Elector::with_nodes(quorum_cfg(&urls, "dup", Duration::from_millis(600)), &urls).unwrap();
+    let rx = e.subscribe();
+    let h = e.handle();
+    let j = tokio::spawn(async move { e.run(|ctx| async move { ctx.cancelled().await }).await });
+    let end = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < end {
+        assert!(
+            rx.borrow().token().is_none(),
+            "led with one server counted twice (node 3 frozen)"
+        );
+        sleep(Duration::from_millis(5)).await;
+    }
+    b.signal(libc_sigcont());
+    // With the frozen node back, the real majority {a, b} elects.
+    wait_leader(&rx, Duration::from_secs(3)).await;
+    h.resign();
+    let _ = j.await;
+}
+
+fn libc_sigstop() -> i32 {
+    nix::sys::signal::Signal::SIGSTOP as i32
+}
+fn libc_sigcont() -> i32 {
+    nix::sys::signal::Signal::SIGCONT as i32
+}
+
+/// Issue 32 item 3: a node address re-pointed at an already-running empty server (a VIP or
+/// DNS name moved to a spare that is past its grace). X reigns on the bare majority {A, C}
+/// (B was frozen during its campaign); then C's address is moved to spare S and C dies. Y,
+/// which knew C, must not count S: at the old code Y reigned on {B, S} while X still led.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_swapped_for_a_running_empty_server_counts_toward_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c_sock, s_sock, link) = (
+        dir.path().join("c.sock"),
+        dir.path().join("s.sock"),
+        dir.path().join("node3.sock"),
+    );
+    let a = node();
+    let b = node();
+    let mut c = node_with_socket(&c_sock);
+    let _s = node_with_socket(&s_sock);
+    std::os::unix::fs::symlink(&c_sock, &link).unwrap();
+    let urls = vec![a.url(), b.url(), format!("unix://{}", link.display())];
+    let ttl = Duration::from_millis(3000);
+    b.signal(libc_sigstop());
+    let mut x = Elector::with_nodes(quorum_cfg(&urls, "x", ttl), &urls).unwrap();
+    let rx = x.subscribe();
+    let hx = x.handle();
+    let jx = tokio::spawn(async move { x.run(|ctx| async move { ctx.cancelled().await }).await });
+    wait_leader(&rx, Duration::from_secs(3)).await;
+    b.signal(libc_sigcont());
+    let mut y = Elector::with_nodes(quorum_cfg(&urls, "y", ttl), &urls).unwrap();
+    let ry = y.subscribe();
+    let hy = y.handle();
+    let jy = tokio::spawn(async move { y.run(|ctx| async move { ctx.cancelled().await }).await });
+    // Y polls: it has connected to every node (and seen C) well within this.
+    sleep(Duration::from_millis(500)).await;
+    assert!(
+        ry.borrow().token().is_none(),
+        "Y cannot lead while X holds A and C"
+    );
+    // The swap: C's address now leads to S, and C is gone.
+    let tmp = dir.path().join("node3.tmp");
+    std::os::unix::fs::symlink(&s_sock, &tmp).unwrap();
+    std::fs::rename(&tmp, &link).unwrap();
+    c.kill();
+    let end = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < end {
+        let (lx, ly) = (rx.borrow().token(), ry.borrow().token());
+        assert!(
+            lx.is_none() || ly.is_none(),
+            "two leaders after the swap: x={lx:?} y={ly:?}"
+        );
+        sleep(Duration::from_millis(2)).await;
+    }
+    hx.resign();
+    hy.resign();
+    let _ = jx.await;
+    let _ = jy.await;
 }
