@@ -103,7 +103,11 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         .with_owner(owner)
         // Reconnect backoff capped at one TTL (library default 5 s): the harness measures
         // "Redis back -> next grant", which the cap bounds.
-        .with_backoff(Duration::from_millis(50), ttl);
+        .with_backoff(Duration::from_millis(50), ttl)
+        // Quorum campaigns: every elector uses this one TTL, so the longest lease a restarted
+        // or wiped node can have lost is one TTL; that is the quarantine of a node whose
+        // identity changed (docs/quorum.md §4.1).
+        .with_node_quarantine(ttl);
     let work = Work {
         id,
         resource,
