@@ -31,7 +31,7 @@ usage:
                         [--mode safe|ignore-deadline]
 --elector-cmd runs PROGRAM ARGS --id --redis --resource --out --ttl-ms --key --mode for each
 elector instead of `lease-harness elector` (any language's elector; docs/conformance.md).
-faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump (default: all);
+faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump late-delivery (default: all);
   opt-in: split-brain (needs --min-replicas-max-lag; the grace-sizing experiment, docs/failover.md);
   --topology sentinel (3 Sentinels, primary + 2 replicas, electors via redis+sentinel://):
   kill pause resign sentinel-failover (default: all four)
