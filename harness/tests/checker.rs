@@ -193,9 +193,7 @@ fn grant_before_a_crashed_holders_deadline_is_caught_and_after_it_passes() {
 #[test]
 fn acting_after_a_higher_tokens_grant_is_caught() {
     let mut d = clean();
-    let mut seq = 100;
-    for t in (210..=300).step_by(10) {
-        seq += 1;
+    for (seq, t) in (101..).zip((210..=300).step_by(10)) {
         d.electors[0].1.push(ElectorEvent::Check {
             t: t * MS,
             token: 10,
