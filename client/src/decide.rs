@@ -45,6 +45,59 @@ impl StepDownReason {
     }
 }
 
+/// Longest configured owner (the base of R17), in UTF-8 bytes: the base, `#` and the
+/// largest reign number (16 digits) fill the server's default `lease.max-owner-len` of 256.
+pub const MAX_BASE_OWNER_BYTES: usize = 239;
+
+/// Largest reign number, 2^53 - 1: exact in every client language.
+pub const MAX_REIGN: u64 = (1 << 53) - 1;
+
+/// The owner sent on the wire for `reign` (R17, `reign_owner.json`): `base#reign`. `None`
+/// for a base the configuration refuses (empty, over 239 bytes) or a reign outside
+/// `1..=2^53-1`: never truncated, since two reigns must never share an owner.
+///
+/// Why per reign: every command the loop abandons may still execute later (the kernel
+/// delivers what was written, even after the connection closed). With one owner for the
+/// whole process, a new campaign's ACQUIRE refreshes a lease the previous reign still held
+/// on the server (same token), and that reign's late RELEASE then frees the *new* reign
+/// while it acts: two leaders (issue 23). A new owner per reign makes every late command of
+/// an earlier reign miss.
+pub fn reign_owner(base: &str, reign: u64) -> Option<String> {
+    if base.is_empty() || base.len() > MAX_BASE_OWNER_BYTES || !(1..=MAX_REIGN).contains(&reign) {
+        return None;
+    }
+    Some(format!("{base}#{reign}"))
+}
+
+/// What happened in the election loop, as far as the reign counter cares (`next_reign.json`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReignEvent {
+    /// A grant the loop uses (the reign starts with the campaign's owner).
+    Granted,
+    /// A grant not used yet (late, or not acknowledged by replicas): re-asked, same owner.
+    Unconfirmed,
+    /// Nil reply.
+    NotGranted,
+    /// Error or timeout of an ACQUIRE (it may have been granted: R16 re-asks, same owner).
+    Error,
+    /// The loop left the leader state, for any reason.
+    SteppedDown,
+}
+
+/// The reign counter after `event` (R17): only a step-down advances it. Within a campaign
+/// the owner must stay the same, so that the R7/R16 re-asks refresh the campaign's own
+/// grant instead of waiting a TTL for it to expire. Saturates at `MAX_REIGN + 1`, which
+/// [`reign_owner`] refuses (2^53 reigns do not happen).
+pub fn next_reign(reign: u64, event: ReignEvent) -> u64 {
+    match event {
+        ReignEvent::SteppedDown => reign.saturating_add(1).min(MAX_REIGN + 1),
+        ReignEvent::Granted
+        | ReignEvent::Unconfirmed
+        | ReignEvent::NotGranted
+        | ReignEvent::Error => reign,
+    }
+}
+
 /// The `WAIT` to attach to grants/renewals, if `min_replicas` asks for one.
 pub fn wait_for(cfg: &ElectorConfig) -> Option<WaitFor> {
     (cfg.min_replicas > 0).then_some(WaitFor {
@@ -60,9 +113,13 @@ pub fn config_problem(cfg: &ElectorConfig) -> Option<(&'static str, &'static str
     if cfg.key.is_empty() {
         return Some(("key", "key is empty"));
     }
-    // Bytes, not characters: the module counts bytes (`lease.max-owner-len`, default 256).
-    if cfg.owner.is_empty() || cfg.owner.len() > 256 {
-        return Some(("owner", "owner must be 1..=256 bytes"));
+    // Bytes, not characters: the module counts bytes (`lease.max-owner-len`, default 256),
+    // and the wire owner is `base#reign` (R17): 239 + '#' + 16 digits = 256.
+    if cfg.owner.is_empty() || cfg.owner.len() > MAX_BASE_OWNER_BYTES {
+        return Some((
+            "owner",
+            "owner must be 1..=239 bytes (R17: '#' and the reign number must fit in 256)",
+        ));
     }
     if cfg.ttl < ms1 {
         return Some(("ttl", "ttl must be at least 1 ms"));

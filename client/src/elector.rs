@@ -161,6 +161,10 @@ pub struct Elector<T: Transport = RedisTransport> {
     metrics: Metrics,
     /// Last known reachability of Redis, for "unreachable"/"recovered" logs (None = unknown).
     redis_up: Option<bool>,
+    /// The reign counter (R17): starts at 1, advances after every step-down.
+    reign: u64,
+    /// The owner on the wire for the current campaign and reign: `base#reign`.
+    wire_owner: String,
 }
 
 enum LeadEnd<R> {
@@ -189,6 +193,8 @@ impl<T: Transport> Elector<T> {
         config.validate()?;
         let (tx, _) = watch::channel(Leadership::Follower);
         let metrics = Metrics::new(&config.key);
+        let wire_owner = decide::reign_owner(&config.owner, 1)
+            .ok_or_else(|| LeaseError::Config("owner: not a valid base owner".into()))?;
         Ok(Elector {
             cfg: config,
             transport,
@@ -196,14 +202,43 @@ impl<T: Transport> Elector<T> {
             resign: CancellationToken::new(),
             metrics,
             redis_up: None,
+            reign: 1,
+            wire_owner,
         })
     }
 
     pub fn config(&self) -> &ElectorConfig {
         &self.cfg
     }
+    /// The owner sent on the wire for the current (or next) reign: `base#reign` (R17).
     pub fn owner(&self) -> &str {
+        &self.wire_owner
+    }
+    /// The configured owner (the base of every reign's owner).
+    pub fn base_owner(&self) -> &str {
         &self.cfg.owner
+    }
+    /// The reign counter: 1 for the first reign, one more after every step-down (R17).
+    pub fn reign(&self) -> u64 {
+        self.reign
+    }
+
+    /// After a step-down (any reason): the next campaign uses a new owner, so that no late
+    /// command of the reign that just ended (an abandoned RENEW or RELEASE, still in the
+    /// network or in a closed connection's kernel buffer) can match the next reign, and no
+    /// ACQUIRE of ours can refresh a lease that reign may still hold (issue 23, R17).
+    fn end_reign(&mut self) -> Result<(), LeaseError> {
+        self.reign = decide::next_reign(self.reign, decide::ReignEvent::SteppedDown);
+        match decide::reign_owner(&self.cfg.owner, self.reign) {
+            Some(o) => {
+                self.wire_owner = o;
+                Ok(())
+            }
+            // 2^53 reigns: refuse to campaign rather than reuse an owner.
+            None => Err(LeaseError::Config(
+                "reign counter exhausted (2^53 - 1)".into(),
+            )),
+        }
     }
     pub fn metrics(&self) -> Metrics {
         self.metrics.clone()
@@ -234,6 +269,11 @@ impl<T: Transport> Elector<T> {
         Fut: Future<Output = R> + Send + 'static,
         R: Send + 'static,
     {
+        if decide::reign_owner(&self.cfg.owner, self.reign).is_none() {
+            return Err(LeaseError::Config(
+                "reign counter exhausted (2^53 - 1)".into(),
+            ));
+        }
         let mut attempt: u32 = 0;
         // A grant the server gave us that we may not use yet (not acked by replicas, or too
         // late). We hold it on the server, so we re-ask without BLOCK; same owner = refresh.
@@ -256,7 +296,7 @@ impl<T: Transport> Elector<T> {
             let res = tokio::select! {
                 biased;
                 _ = self.resign.cancelled() => None,
-                r = timeout(limit, self.transport.acquire(&self.cfg.key, &self.cfg.owner, self.cfg.ttl, block, wait)) => {
+                r = timeout(limit, self.transport.acquire(&self.cfg.key, &self.wire_owner, self.cfg.ttl, block, wait)) => {
                     Some(r.unwrap_or_else(|_| Err(CommandError::timeout(limit))))
                 }
             };
@@ -276,8 +316,12 @@ impl<T: Transport> Elector<T> {
                     attempt = 0;
                     unconfirmed = None;
                     self.metrics.acquire("granted");
-                    match self.lead(token, deadline, next_renew, &mut task).await {
-                        LeadEnd::Lost => {}
+                    let end = self.lead(token, deadline, next_renew, &mut task).await;
+                    // Why here, after `lead` returned: the reign's RELEASE (sent by `lead`
+                    // once the task stopped) must still carry the reign's own owner.
+                    let advanced = self.end_reign();
+                    match end {
+                        LeadEnd::Lost => advanced?,
                         LeadEnd::Resigned => return Ok(RunOutcome::Resigned),
                         LeadEnd::Finished(r) => return Ok(RunOutcome::TaskFinished(r)),
                         LeadEnd::Panicked(m) => return Err(LeaseError::TaskPanicked(m)),
@@ -301,10 +345,10 @@ impl<T: Transport> Elector<T> {
                     // hand-over (protocol R7: one extra non-blocking round trip, counted as
                     // result="late"); replicas not acknowledging a grant is worth a warning.
                     if why == "late_reply" {
-                        debug!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = why,
+                        debug!(key = %self.cfg.key, owner = %self.wire_owner, token, reason = why,
                             "grant arrived after its stop point; re-asking without BLOCK");
                     } else {
-                        warn!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = why,
+                        warn!(key = %self.cfg.key, owner = %self.wire_owner, token, reason = why,
                             "grant not confirmed; not leading on it");
                     }
                     self.pause(retry_in).await;
@@ -323,7 +367,7 @@ impl<T: Transport> Elector<T> {
                 }
                 AcquireDecision::Grace(d) => {
                     self.metrics.acquire("grace");
-                    info!(key = %self.cfg.key, owner = %self.cfg.owner, grace_ms = d.as_millis() as u64,
+                    info!(key = %self.cfg.key, owner = %self.wire_owner, grace_ms = d.as_millis() as u64,
                         "server in grace period; waiting");
                     self.pause(d).await;
                 }
@@ -355,7 +399,7 @@ impl<T: Transport> Elector<T> {
                 // GRACE has its own log line; unreachability is logged on the transition.
                 if !e.kind.is_unreachable() && !matches!(e.kind, crate::error::ErrorKind::Grace(_))
                 {
-                    warn!(key = %self.cfg.key, owner = %self.cfg.owner, op, error = %e, "redis error");
+                    warn!(key = %self.cfg.key, owner = %self.wire_owner, op, error = %e, "redis error");
                 }
                 !e.kind.is_unreachable()
             }
@@ -363,10 +407,10 @@ impl<T: Transport> Elector<T> {
         if self.redis_up != Some(up) {
             match (up, res) {
                 (true, _) if self.redis_up == Some(false) => {
-                    info!(key = %self.cfg.key, owner = %self.cfg.owner, "redis reachable again")
+                    info!(key = %self.cfg.key, owner = %self.wire_owner, "redis reachable again")
                 }
                 (false, Err(e)) => {
-                    warn!(key = %self.cfg.key, owner = %self.cfg.owner, op, error = %e, "redis unreachable")
+                    warn!(key = %self.cfg.key, owner = %self.wire_owner, op, error = %e, "redis unreachable")
                 }
                 _ => {}
             }
@@ -390,13 +434,13 @@ impl<T: Transport> Elector<T> {
         let cancel = CancellationToken::new();
         self.tx.send_replace(Leadership::Leader { token, deadline });
         self.metrics.leader(token, deadline, "acquired");
-        info!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = "acquired",
+        info!(key = %self.cfg.key, owner = %self.wire_owner, token, reason = "acquired",
             lead_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64, "became leader");
         let keep = Arc::new(AtomicBool::new(false));
         let ctx = LeaderContext {
             token,
             key: self.cfg.key.clone(),
-            owner: self.cfg.owner.clone(),
+            owner: self.wire_owner.clone(),
             stop_budget: self.cfg.stop_budget,
             cancel: cancel.clone(),
             leadership: self.tx.subscribe(),
@@ -447,7 +491,7 @@ impl<T: Transport> Elector<T> {
                 biased;
                 _ = sleep_until(stop) => RenewEv::Stop,
                 _ = self.resign.cancelled() => RenewEv::Resign,
-                r = timeout(limit, self.transport.renew(&self.cfg.key, &self.cfg.owner, token, self.cfg.ttl, wait)) => {
+                r = timeout(limit, self.transport.renew(&self.cfg.key, &self.wire_owner, token, self.cfg.ttl, wait)) => {
                     RenewEv::Reply(r.unwrap_or_else(|_| Err(CommandError::timeout(limit))))
                 }
             };
@@ -502,10 +546,10 @@ impl<T: Transport> Elector<T> {
         self.metrics.follower(reason.label());
         match reason {
             StepDownReason::RenewRejected | StepDownReason::DeadlinePassed => {
-                warn!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = reason.label(), "lost leadership")
+                warn!(key = %self.cfg.key, owner = %self.wire_owner, token, reason = reason.label(), "lost leadership")
             }
             _ => {
-                info!(key = %self.cfg.key, owner = %self.cfg.owner, token, reason = reason.label(), "stepping down")
+                info!(key = %self.cfg.key, owner = %self.wire_owner, token, reason = reason.label(), "stepping down")
             }
         }
         let outcome = match finished {
@@ -524,10 +568,10 @@ impl<T: Transport> Elector<T> {
                     let confirm = self.cfg.margin.max(Duration::from_millis(10));
                     if timeout(confirm, &mut handle).await.is_err() {
                         keep.store(true, Ordering::SeqCst);
-                        error!(key = %self.cfg.key, owner = %self.cfg.owner, token,
+                        error!(key = %self.cfg.key, owner = %self.wire_owner, token,
                             "leader task still running at the local deadline and did not stop when aborted; not releasing (the lease ends on the server's expiry)");
                     } else {
-                        error!(key = %self.cfg.key, owner = %self.cfg.owner, token,
+                        error!(key = %self.cfg.key, owner = %self.wire_owner, token,
                             "leader task still running at the local deadline; aborted (it ignores cancellation)");
                     }
                     None
@@ -539,7 +583,7 @@ impl<T: Transport> Elector<T> {
         // renewal a single server does not hold it for us any more; a quorum transport may
         // still hold a minority of nodes, freed now so the next leader need not wait.
         if keep.load(Ordering::SeqCst) {
-            warn!(key = %self.cfg.key, owner = %self.cfg.owner, token,
+            warn!(key = %self.cfg.key, owner = %self.wire_owner, token,
                 "not releasing: the task's work may still run; the lease ends on the server's expiry");
         } else if reason.release_after() || self.transport.holds_after_rejection() {
             self.release(token).await;
@@ -559,16 +603,16 @@ impl<T: Transport> Elector<T> {
         let r = timeout(
             limit,
             self.transport
-                .release(&self.cfg.key, &self.cfg.owner, token),
+                .release(&self.cfg.key, &self.wire_owner, token),
         )
         .await
         .unwrap_or_else(|_| Err(CommandError::timeout(limit)));
         self.observe("release", &r);
         match r {
             Ok(released) => {
-                info!(key = %self.cfg.key, owner = %self.cfg.owner, token, released, "released lease")
+                info!(key = %self.cfg.key, owner = %self.wire_owner, token, released, "released lease")
             }
-            Err(e) => warn!(key = %self.cfg.key, owner = %self.cfg.owner, token, error = %e,
+            Err(e) => warn!(key = %self.cfg.key, owner = %self.wire_owner, token, error = %e,
                 "release failed; the lease will expire on the server"),
         }
     }
@@ -584,7 +628,7 @@ impl<T: Transport> Elector<T> {
             .await
             .unwrap_or_else(|_| Err(CommandError::timeout(limit)));
         if let Ok(Some(info)) = r {
-            if info.owner == self.cfg.owner {
+            if info.owner == self.wire_owner {
                 self.release(info.token).await;
             }
         }

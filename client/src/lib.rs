@@ -1,7 +1,7 @@
 //! Leader election on the redis-lease module (`LEASE.*` commands).
 //!
 //! This crate implements the language-neutral election protocol of
-//! `docs/client-protocol.md` (rules R1–R16); its pure decisions ([`decide`]) are checked by the
+//! `docs/client-protocol.md` (rules R1–R17); its pure decisions ([`decide`]) are checked by the
 //! shared vectors in `conformance/vectors/` like every other language's client.
 //!
 //! # API (few verbs)

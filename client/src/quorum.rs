@@ -261,7 +261,9 @@ impl QuorumTransport {
             // Two steps (acquire, raise) must fit in the loop's op limit of a non-blocking
             // acquire (`op_timeout`).
             step_timeout: (cfg.op_timeout / 2).max(Duration::from_millis(1)),
-            owner: cfg.owner.clone(),
+            // The loop passes the reign's owner with every command (R17, the same on every
+            // node); this is only what `get` compares before the first ACQUIRE.
+            owner: crate::decide::reign_owner(&cfg.owner, 1).unwrap_or_default(),
         })
     }
 

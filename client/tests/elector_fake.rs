@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis_lease_client::{
-    Elector, ElectorConfig, ErrorKind, LeaderContext, Leadership, RunOutcome,
+    Elector, ElectorConfig, ErrorKind, LeaderContext, Leadership, RunOutcome, Transport,
 };
 use support::fake::{Down, FakeServer};
 use tokio::sync::watch;
@@ -568,4 +568,52 @@ async fn keep_lease_suppresses_the_release() {
     let releases = server.seen().iter().filter(|s| s.op == "release").count();
     assert_eq!(releases, 0, "{:?}", server.seen());
     assert!(server.live().is_some(), "the lease stays until it expires");
+
+/// R17 (issue 23): after a step-down the next campaign uses a new owner. So it cannot
+/// refresh the lease the ended reign may still hold on the server (it waits for it and gets
+/// a new token), and a RELEASE of the ended reign that executes late cannot free the new
+/// reign. Before R17 the second campaign sent the same owner, refreshed the old lease (same
+/// token) at once, and the stale RELEASE then freed it while the task acted.
+#[tokio::test(start_paused = true)]
+async fn a_new_reign_has_a_new_owner_and_a_stale_release_misses_it() {
+    let server = FakeServer::new();
+    let log: Log = Default::default();
+    let (h, _j, m) = spawn(&server, "a", &log);
+    let mut rx = h.subscribe();
+    assert!(wait_for(&mut rx, Duration::from_millis(50), |l| l.is_leader()).await);
+    let first = server.live().expect("granted");
+    assert_eq!(first.owner, "a#1");
+    // Requests hang: the renewals fail, the leader stops at its deadline, its RELEASE hangs
+    // too and is abandoned; the server still holds reign 1's lease.
+    server.set_down(Down::Hang);
+    assert!(wait_for(&mut rx, TTL * 2, |l| !l.is_leader()).await);
+    let gave_up = timeout(TTL, async {
+        while m.value(
+            "lease_redis_errors_total",
+            &[("op", "release"), ("kind", "timeout")],
+        ) < 1.0
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    assert!(gave_up.is_ok(), "the RELEASE was not abandoned");
+    assert_eq!(server.live().map(|l| l.owner), Some("a#1".to_string()));
+    server.set_down(Down::Up);
+    // The next campaign: a new owner, a new token, granted only once reign 1's lease ended.
+    // (Its first ACQUIRE went out while requests hung: it waits out its op limit, block
+    // timeout + op timeout, before the next one.)
+    assert!(wait_for(&mut rx, TTL * 4, |l| l.is_leader()).await);
+    let second = server.live().expect("granted again");
+    assert_eq!(second.owner, "a#2");
+    assert!(second.token > first.token, "reign 1's lease was refreshed");
+    assert!(Instant::now() >= first.expiry);
+    // Reign 1's RELEASE executes late: it does not match reign 2.
+    let mut late = server.transport();
+    assert_eq!(
+        late.release("k", "a#1", first.token).await.ok(),
+        Some(false)
+    );
+    assert!(rx.borrow().is_leader());
+    assert_eq!(server.live().map(|l| l.token), Some(second.token));
 }

@@ -89,7 +89,7 @@ async fn quorum_round_unifies_tokens_survives_a_minority_and_releases_everywhere
     for (i, s) in nodes.iter().enumerate() {
         assert_eq!(
             holder(s),
-            Some(("q-a".into(), token)),
+            Some(("q-a#1".into(), token)),
             "node {i} holds the one token"
         );
     }
@@ -127,10 +127,11 @@ async fn quorum_round_unifies_tokens_survives_a_minority_and_releases_everywhere
         back.elapsed()
     );
     assert!(token2 > token, "{token2} > {token}");
-    // A node that came back after the round may not be in this reign; a majority is.
+    // A node that came back after the round may not be in this reign; a majority is, under
+    // the second reign's owner (R17: the counter advanced when the first reign ended).
     let holding = nodes
         .iter()
-        .filter(|s| holder(s) == Some(("q-a".into(), token2)))
+        .filter(|s| holder(s) == Some(("q-a#2".into(), token2)))
         .count();
     assert!(holding >= 2, "{holding} of 3 nodes hold {token2}");
     handle.resign();
@@ -233,7 +234,7 @@ async fn a_lost_round_frees_the_remaining_nodes_only_after_the_task_stopped() {
     // ...but node 2 is still ours while the task is stopping.
     assert_eq!(
         holder(&nodes[2]),
-        Some(("q-a".into(), token)),
+        Some(("q-a#1".into(), token)),
         "node 2 freed before the task stopped"
     );
     assert!(

@@ -75,7 +75,7 @@ fn elector_follows_a_sentinel_promotion() {
     assert_eq!(p0, 0);
     assert_eq!(
         lease_on(&topo, 0, "sentinel:job"),
-        Some(("elector-s1".into(), t1)),
+        Some(("elector-s1#1".into(), t1)),
         "granted on the primary Sentinel named"
     );
 
@@ -94,9 +94,10 @@ fn elector_follows_a_sentinel_promotion() {
          (down-after 1000 ms, grace {GRACE_MS} ms, ttl 1000 ms); tokens {t1} -> {t2}"
     );
     assert!(t2 > t1, "token after failover {t2} must exceed {t1}");
+    // A new reign (the first one stepped down when its primary died): a new owner (R17).
     assert_eq!(
         lease_on(&topo, p, "sentinel:job"),
-        Some(("elector-s1".into(), t2)),
+        Some(("elector-s1#2".into(), t2)),
         "the new grant is on the promoted node"
     );
     // Grace ran on the promoted node: it started there at Sentinel's REPLICAOF NO ONE

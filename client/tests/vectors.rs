@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use redis_lease_client::decide::{self, AcquireDecision, RenewDecision, StepDownReason};
+use redis_lease_client::decide::{
+    self, AcquireDecision, ReignEvent, RenewDecision, StepDownReason,
+};
 use redis_lease_client::{CommandError, ElectorConfig, ErrorKind, Replicated};
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
@@ -252,6 +254,21 @@ fn run_case(decision: &str, cfg: Option<ElectorConfig>, input: &Value, clock: &C
         )}),
         "step_down" => {
             json!({"release": reason(input["reason"].as_str().expect("reason")).release_after()})
+        }
+        "reign_owner" => {
+            let reign = input["reign"].as_u64().expect("reign");
+            json!({"reign_owner": decide::reign_owner(input["owner"].as_str().expect("owner"), reign)})
+        }
+        "next_reign" => {
+            let event = match input["event"].as_str().expect("event") {
+                "granted" => ReignEvent::Granted,
+                "unconfirmed" => ReignEvent::Unconfirmed,
+                "not_granted" => ReignEvent::NotGranted,
+                "error" => ReignEvent::Error,
+                "stepped_down" => ReignEvent::SteppedDown,
+                other => panic!("unknown event {other}"),
+            };
+            json!({"reign": decide::next_reign(input["reign"].as_u64().expect("reign"), event)})
         }
         other => panic!("unknown decision {other}: this client does not implement it"),
     }

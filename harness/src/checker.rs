@@ -10,6 +10,18 @@
 //!   write, and fencing has to catch it, which the next rule checks;
 //! - `stale_accepted`: the resource accepted a write that reached it after its writer's own
 //!   lease deadline *and* after a higher token had been granted to someone else;
+//! - `early_grant`: another elector was granted (recorded its grant) while an earlier reign
+//!   had neither stopped its task nor reached its local deadline, whichever comes first. The
+//!   lease must stay held until the task stopped (R13) and can only expire after the local
+//!   deadline (R1/R2), so such a grant means the server freed or handed over a lease whose
+//!   holder still had the right to act — a violation even if no write overlapped (issue 23's
+//!   stale RELEASE did exactly this). A crashed holder records no stop: its deadline ends it;
+//! - `acted_after_newer_grant`: a reign acted (a check) after a reign with a higher token
+//!   recorded its grant. A grant is recorded after the server made it, so this is sound
+//!   without any slack: once a higher token exists the lower one must be over. (`overlap`
+//!   misses it when the newer reign has not acted yet; `token_order` allows one TTL.) A
+//!   write decided in time whose bytes reached the resource late is not acting late: the
+//!   report counts the ones fencing refused as `fenced_in_time`;
 //! - `duplicate_token`: one token granted to two electors;
 //! - `token_order`: a grant that started after an earlier reign ended carries a token that
 //!   is not higher (tokens must increase across restarts and promotions);
@@ -151,6 +163,10 @@ pub struct RunReport {
     /// Writes that reached the resource after their writer's deadline, by outcome.
     pub late_writes_accepted: u64,
     pub late_writes_rejected: u64,
+    /// Writes the resource refused by token although their writer decided on them (its
+    /// check) before its own deadline and before any higher token was granted: a pause
+    /// between deciding and writing, caught by fencing as designed.
+    pub fenced_in_time: u64,
     pub fault_free_minutes: f64,
     pub fault_free_changes: u64,
     /// Redis restarts/promotions after which the leader kept leading (no new grant needed).
@@ -280,6 +296,92 @@ pub fn check(data: &RunData) -> RunReport {
         }
     }
 
+    // early_grant: granted to someone else while an earlier reign still had the right to act.
+    for a in &reigns {
+        let end = match (a.stop, (a.deadline > 0).then_some(a.deadline)) {
+            (Some(s), Some(d)) => s.min(d),
+            (Some(e), None) | (None, Some(e)) => e,
+            (None, None) => continue,
+        };
+        if let Some(b) = reigns
+            .iter()
+            .filter(|b| b.elector != a.elector && b.grant > a.grant && b.grant < end)
+            .min_by_key(|b| b.grant)
+        {
+            v(
+                "early_grant",
+                format!(
+                    "{} (token {}) granted at {:.3}ms while {} (token {}, granted {:.3}ms) had {} ({:.3}ms later)",
+                    b.elector,
+                    b.token,
+                    ms(b.grant),
+                    a.elector,
+                    a.token,
+                    ms(a.grant),
+                    if a.stop.is_some_and(|s| s == end) {
+                        "not stopped its task yet"
+                    } else {
+                        "not reached its local deadline"
+                    },
+                    ms(end - b.grant)
+                ),
+            );
+        }
+    }
+
+    // acted_after_newer_grant: no slack; see the module docs.
+    let checks_of = |elector: &str, token: u64| -> Vec<(u64, u64)> {
+        data.electors
+            .iter()
+            .filter(|(id, _)| id == elector)
+            .flat_map(|(_, evs)| evs.iter())
+            .filter_map(|e| match e {
+                ElectorEvent::Check {
+                    t, token: k, seq, ..
+                } if *k == token => Some((*t, *seq)),
+                _ => None,
+            })
+            .collect()
+    };
+    for a in &reigns {
+        let Some(last) = a.last_check else { continue };
+        let Some(b) = reigns
+            .iter()
+            .filter(|b| b.token > a.token && b.grant < last)
+            .min_by_key(|b| b.grant)
+        else {
+            continue;
+        };
+        let Some((t, seq)) = checks_of(&a.elector, a.token)
+            .into_iter()
+            .filter(|(t, _)| *t > b.grant && *t >= a.grant)
+            .min()
+        else {
+            continue;
+        };
+        let fate = match data
+            .resource
+            .iter()
+            .find(|w| w.writer == a.elector && w.token == a.token && w.seq == seq)
+        {
+            Some(w) if w.accepted => "accepted",
+            Some(_) => "fenced",
+            None => "not seen by the resource",
+        };
+        v(
+            "acted_after_newer_grant",
+            format!(
+                "{} (token {}) decided to act at {:.3}ms (seq {seq}, write {fate}), {:.3}ms after {} recorded its grant of the higher token {}",
+                a.elector,
+                a.token,
+                ms(t),
+                ms(t - b.grant),
+                b.elector,
+                b.token
+            ),
+        );
+    }
+
     // stale writes: late for their own lease and superseded by a grant
     let key = |e: &str, t: u64| (e.to_string(), t);
     let reign_of: BTreeMap<(String, u64), &Reign> = reigns
@@ -302,6 +404,28 @@ pub fn check(data: &RunData) -> RunReport {
             );
             continue;
         };
+        if !w.accepted {
+            let decided = data
+                .electors
+                .iter()
+                .filter(|(id, _)| *id == w.writer)
+                .flat_map(|(_, evs)| evs.iter())
+                .find_map(|e| match e {
+                    ElectorEvent::Check {
+                        t,
+                        token,
+                        seq,
+                        deadline,
+                    } if *token == w.token && *seq == w.seq => Some((*t, *deadline)),
+                    _ => None,
+                });
+            if let Some((t, deadline)) = decided {
+                let newer_before = reigns.iter().any(|o| o.token > w.token && o.grant < t);
+                if t < deadline && !newer_before {
+                    rep.fenced_in_time += 1;
+                }
+            }
+        }
         if w.t <= r.deadline {
             continue;
         }
@@ -515,6 +639,7 @@ pub struct Summary {
     pub writes_accepted: u64,
     pub writes_rejected: u64,
     pub late_writes_rejected: u64,
+    pub fenced_in_time: u64,
     pub fault_free_minutes: f64,
     pub fault_free_changes: u64,
     pub redis_faults_leader_kept: u64,
@@ -535,6 +660,7 @@ impl Summary {
         self.writes_accepted += r.writes_accepted;
         self.writes_rejected += r.writes_rejected;
         self.late_writes_rejected += r.late_writes_rejected;
+        self.fenced_in_time += r.fenced_in_time;
         self.fault_free_minutes += r.fault_free_minutes;
         self.fault_free_changes += r.fault_free_changes;
         self.redis_faults_leader_kept += r.redis_faults_leader_kept;
@@ -573,14 +699,15 @@ impl Summary {
         };
         let faults: u64 = self.faults.values().sum();
         s += &format!(
-            " fault_free_changes_per_min={per_min:.2} fault_free_min={:.1} leaderless_max_ms={:.0} faults={faults} skipped={} redis_kept={} writes_ok={} writes_fenced={} late_fenced={}",
+            " fault_free_changes_per_min={per_min:.2} fault_free_min={:.1} leaderless_max_ms={:.0} faults={faults} skipped={} redis_kept={} writes_ok={} writes_fenced={} late_fenced={} fenced_in_time={}",
             self.fault_free_minutes,
             self.leaderless_max_ms,
             self.faults_skipped,
             self.redis_faults_leader_kept,
             self.writes_accepted,
             self.writes_rejected,
-            self.late_writes_rejected
+            self.late_writes_rejected,
+            self.fenced_in_time
         );
         s
     }

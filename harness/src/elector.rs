@@ -17,12 +17,22 @@
 //! `ignore-deadline`: the writes run in a detached task that ignores cancellation and the
 //! deadline and keeps writing for `LINGER_TTLS` TTLs after the library told it to stop (a
 //! worker thread nobody joins). The checker must flag it.
+//!
+//! `reuse-owner` (negative control of protocol R17, issue 23): the library's loop is
+//! unchanged, but every owner it sends loses its `#reign` suffix on the way out
+//! ([`ReuseOwner`]), so every reign of the process uses one owner on the wire, as every
+//! client did before R17. A new campaign then refreshes a lease the previous reign still
+//! holds (same token) and a late RELEASE of that reign frees the new one; under the
+//! `late-delivery` fault the checker must flag it.
 
 use crate::args::Args;
 use lease_harness::clock::{instant_to_ns, mono_ns};
 use lease_harness::history::{ElectorEvent, JsonlWriter};
 use lease_harness::resource::{ResourceClient, WriteResult};
-use redis_lease_client::{Elector, ElectorConfig, LeaderContext, QuorumControl, RunOutcome};
+use redis_lease_client::{
+    CommandError, Elector, ElectorConfig, LeaderContext, LeaseError, LeaseInfo, Nodes,
+    QuorumControl, QuorumTransport, RedisTransport, Replicated, RunOutcome, Transport, WaitFor,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
@@ -73,9 +83,10 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         .unwrap_or_else(|| "chaos:leader".into());
     let mode = args.value("--mode")?.unwrap_or_else(|| "safe".into());
     args.done()?;
-    let unsafe_linger = match mode.as_str() {
-        "safe" => false,
-        "ignore-deadline" => true,
+    let (unsafe_linger, reuse_owner) = match mode.as_str() {
+        "safe" => (false, false),
+        "ignore-deadline" => (true, false),
+        "reuse-owner" => (false, true),
         m => return Err(format!("unknown --mode {m}")),
     };
     // Library logs (transitions, errors) go to stderr, which the orchestrator keeps per process.
@@ -123,37 +134,135 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         .map_err(|e| e.to_string())?;
     let rec_main = rec.clone();
     let why = rt.block_on(async move {
-        let mut elector =
-            Elector::with_nodes_control(cfg, &redis, control).map_err(|e| e.to_string())?;
-        let handle = elector.handle();
-        let rec2 = rec.clone();
-        tokio::spawn(async move {
-            let Ok(mut term) =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            else {
-                return;
-            };
-            term.recv().await;
-            rec2.write(ElectorEvent::Resign { t: mono_ns() });
-            handle.resign();
-        });
-        let outcome = elector
-            .run(move |ctx| {
-                let w = work.clone();
-                async move { w.reign(ctx).await }
-            })
-            .await;
-        Ok::<String, String>(match outcome {
-            Ok(RunOutcome::Resigned) => "resigned".into(),
-            Ok(RunOutcome::TaskFinished(())) => "task finished".into(),
-            Err(e) => format!("error: {e}"),
-        })
+        if reuse_owner {
+            let t = ReuseOwner::new(nodes(&cfg, &redis, control).map_err(|e| e.to_string())?);
+            let elector = Elector::with_transport(cfg, t).map_err(|e| e.to_string())?;
+            Ok::<String, String>(campaign(elector, rec, work).await)
+        } else {
+            let elector =
+                Elector::with_nodes_control(cfg, &redis, control).map_err(|e| e.to_string())?;
+            Ok(campaign(elector, rec, work).await)
+        }
     })?;
     rec_main.write(ElectorEvent::Exit { t: mono_ns(), why });
     // Detached unsafe writers must not outlive the process's intent; dropping the runtime
     // cancels them.
     rt.shutdown_timeout(Duration::from_millis(100));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Run the library's loop until resign (SIGTERM) or an error; returns why it ended.
+async fn campaign<T: Transport>(mut elector: Elector<T>, rec: Rec, work: Work) -> String {
+    let handle = elector.handle();
+    let rec2 = rec.clone();
+    tokio::spawn(async move {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            return;
+        };
+        term.recv().await;
+        rec2.write(ElectorEvent::Resign { t: mono_ns() });
+        handle.resign();
+    });
+    let outcome = elector
+        .run(move |ctx| {
+            let w = work.clone();
+            async move { w.reign(ctx).await }
+        })
+        .await;
+    match outcome {
+        Ok(RunOutcome::Resigned) => "resigned".into(),
+        Ok(RunOutcome::TaskFinished(())) => "task finished".into(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// The transport `Elector::with_nodes_control` would build (one node, or quorum mode).
+fn nodes(
+    cfg: &ElectorConfig,
+    urls: &[String],
+    control: QuorumControl,
+) -> Result<Nodes, LeaseError> {
+    cfg.validate()?;
+    match urls {
+        [] => Err(LeaseError::Config("no redis url".into())),
+        [one] => Ok(Nodes::One(RedisTransport::new(
+            one,
+            cfg.op_timeout.max(Duration::from_millis(100)),
+        )?)),
+        many => Ok(Nodes::Quorum(QuorumTransport::new(many, cfg, control)?)),
+    }
+}
+
+/// `--mode reuse-owner`: sends every command with the base owner (the loop's owner without
+/// its `#reign` suffix), i.e. one owner for every reign of the process: the behaviour R17
+/// forbids, kept as a negative control. `get` maps the base back to the loop's current
+/// owner, so that the loop still recognises (and releases) a stray grant of its own.
+struct ReuseOwner<T> {
+    inner: T,
+    /// The last owner the loop sent (with its suffix).
+    last: String,
+}
+
+impl<T> ReuseOwner<T> {
+    fn new(inner: T) -> Self {
+        ReuseOwner {
+            inner,
+            last: String::new(),
+        }
+    }
+}
+
+fn base_of(owner: &str) -> &str {
+    owner.rsplit_once('#').map_or(owner, |(base, _)| base)
+}
+
+impl<T: Transport + Sync> Transport for ReuseOwner<T> {
+    async fn acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        block: Option<Duration>,
+        wait: Option<WaitFor>,
+    ) -> Result<Replicated<Option<u64>>, CommandError> {
+        self.last = owner.to_string();
+        self.inner
+            .acquire(key, base_of(owner), ttl, block, wait)
+            .await
+    }
+
+    async fn renew(
+        &mut self,
+        key: &str,
+        owner: &str,
+        token: u64,
+        ttl: Duration,
+        wait: Option<WaitFor>,
+    ) -> Result<Replicated<bool>, CommandError> {
+        self.inner
+            .renew(key, base_of(owner), token, ttl, wait)
+            .await
+    }
+
+    async fn release(&mut self, key: &str, owner: &str, token: u64) -> Result<bool, CommandError> {
+        self.inner.release(key, base_of(owner), token).await
+    }
+
+    async fn get(&mut self, key: &str) -> Result<Option<LeaseInfo>, CommandError> {
+        let mut r = self.inner.get(key).await;
+        if let Ok(Some(info)) = &mut r {
+            if info.owner == base_of(&self.last) {
+                info.owner = self.last.clone();
+            }
+        }
+        r
+    }
+
+    fn holds_after_rejection(&self) -> bool {
+        self.inner.holds_after_rejection()
+    }
 }
 
 impl Work {

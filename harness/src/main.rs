@@ -21,17 +21,17 @@ use args::Args;
 const USAGE: &str = "\
 usage:
   lease-harness run --runs N --electors M --seconds S [--fault KIND]... [--seed X] [--out DIR]
-                    [--ttl-ms T] [--grace-ms G] [--elector-mode safe|ignore-deadline] [--no-fence]
+                    [--ttl-ms T] [--grace-ms G] [--elector-mode safe|ignore-deadline|reuse-owner] [--no-fence]
                     [--module PATH] [--keep-going] [--elector-cmd \"PROGRAM ARGS\"]
                     [--topology replica|sentinel] [--down-after-ms D] [--min-replicas-max-lag S]
   lease-harness check [--svg] [--explain] DIR...   (run folders, or folders of run-* folders;
                                                    --explain prints each stale write's story)
   lease-harness resource --out FILE [--no-fence]
   lease-harness elector --id ID --redis URL --resource ADDR --out FILE --ttl-ms T
-                        [--mode safe|ignore-deadline]
+                        [--mode safe|ignore-deadline|reuse-owner]
 --elector-cmd runs PROGRAM ARGS --id --redis --resource --out --ttl-ms --key --mode for each
 elector instead of `lease-harness elector` (any language's elector; docs/conformance.md).
-faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump (default: all);
+faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump late-delivery (default: all);
   opt-in: split-brain (needs --min-replicas-max-lag; the grace-sizing experiment, docs/failover.md);
   --topology sentinel (3 Sentinels, primary + 2 replicas, electors via redis+sentinel://):
   kill pause resign sentinel-failover (default: all four)

@@ -16,7 +16,7 @@ use crate::{check_one, run_dirs};
 use lease_harness::checker::Summary;
 use lease_harness::clock::mono_ns;
 use lease_harness::history::{JsonlWriter, RunEvent};
-use lease_harness::proxy::{Mode, Proxy};
+use lease_harness::proxy::{Held, Mode, Proxy};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -37,6 +37,7 @@ pub const FAULTS: &[&str] = &[
     "restart-aof",
     "failover",
     "clock-jump",
+    "late-delivery",
 ];
 
 /// Faults of `--topology sentinel` (its default set). Electors find the primary through
@@ -155,7 +156,7 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     if !(1..=50).contains(&electors) || runs == 0 || seconds < 5 || ttl_ms < 100 {
         return Err("need 1..=50 electors, runs >= 1, seconds >= 5, ttl-ms >= 100".into());
     }
-    if !["safe", "ignore-deadline"].contains(&elector_mode.as_str()) {
+    if !["safe", "ignore-deadline", "reuse-owner"].contains(&elector_mode.as_str()) {
         return Err(format!("unknown --elector-mode {elector_mode}"));
     }
     // Absolute: redis-server changes into its --dir before loading modules.
@@ -734,7 +735,7 @@ impl Run<'_> {
 
     async fn inject(&mut self, kind: &str) -> Result<(), String> {
         let t = mono_ns();
-        let needs_leader = ["kill", "pause", "resign", "delay"].contains(&kind);
+        let needs_leader = ["kill", "pause", "resign", "delay", "late-delivery"].contains(&kind);
         let leader = self.leader();
         if needs_leader && leader.is_none() {
             self.fault(kind, t, "-", String::new(), Some("no leader".into()));
@@ -805,6 +806,41 @@ impl Run<'_> {
                     t,
                     &id,
                     format!("+{} ms each way for {} ms", lag.as_millis(), d.as_millis()),
+                    None,
+                );
+            }
+            "late-delivery" => {
+                // Issue 23: the leader's RENEW and RELEASE (and in a third of the cases its
+                // ACQUIREs) reach Redis `hold` after it sent them, past its op timeout
+                // (T/5 by default in every client), and still execute, in order per
+                // connection, even after the client gave up and closed the connection (the
+                // proxy delivers like TCP does). Holds up to 0.7 T keep late renewals inside
+                // the lease's life, so the old lease is still alive when the elector
+                // campaigns again: the case where a reused owner would refresh it and the
+                // stale RELEASE would then free the new reign.
+                let i = leader.unwrap_or(0);
+                let id = lead_id(self, i);
+                let hold = self.rand_ttl(0.3, 0.7);
+                let d = self.rand_ttl(2.0, 4.0);
+                let commands = Held {
+                    acquire: self.rng.u32(..3) == 0,
+                    renew: true,
+                    release: true,
+                };
+                let proxy = self.proxy(i)?;
+                proxy.set_mode(Mode::Late { hold, commands });
+                sleep(d).await;
+                proxy.set_mode(Mode::Pass);
+                self.fault(
+                    kind,
+                    t,
+                    &id,
+                    format!(
+                        "{} held {} ms each for {} ms",
+                        commands.names(),
+                        hold.as_millis(),
+                        d.as_millis()
+                    ),
                     None,
                 );
             }

@@ -137,11 +137,131 @@ fn overlapping_acting_intervals_are_caught() {
 
 #[test]
 fn touching_but_not_overlapping_intervals_pass() {
+    // e1 acted until 150 ms and its task stopped at 155 ms; e2 granted and acting right after.
     let mut d = clean();
     let mut e2 = vec![start("e2")];
-    e2.extend(reign(11, 151, 151, 300, 400, 305));
+    e2.extend(reign(11, 156, 156, 300, 400, 305));
     d.electors[1].1 = e2;
     assert!(kinds(&d).is_empty());
+}
+
+/// Issue 23's blind spot: a grant to e2 while e1's task still ran (stopped at 155 ms) is a
+/// violation even though e2 acts only from 300 ms and no write overlaps. Without the rule
+/// this history passes with no violation.
+#[test]
+fn grant_before_the_previous_task_stopped_is_caught_without_overlap() {
+    let mut d = clean();
+    let mut e2 = vec![start("e2")];
+    e2.extend(reign(11, 151, 300, 600, 800, 605));
+    d.electors[1].1 = e2;
+    assert_eq!(kinds(&d), vec!["early_grant".to_string()]);
+    // Granted after e1's task stopped: fine.
+    let mut e2 = vec![start("e2")];
+    e2.extend(reign(11, 156, 300, 600, 800, 605));
+    d.electors[1].1 = e2;
+    assert!(kinds(&d).is_empty());
+}
+
+/// A crashed holder records no stop: its local deadline (190 ms) is when its right to act
+/// ends, and the expiry-based hand-over after it is legitimate; a grant before it is not.
+#[test]
+fn grant_before_a_crashed_holders_deadline_is_caught_and_after_it_passes() {
+    let crashed = |d: &mut RunData| {
+        d.electors[0]
+            .1
+            .retain(|e| !matches!(e, ElectorEvent::Stop { .. }));
+    };
+    let mut d = clean();
+    crashed(&mut d);
+    let mut e2 = vec![start("e2")];
+    e2.extend(reign(11, 180, 300, 600, 800, 605));
+    d.electors[1].1 = e2;
+    assert_eq!(kinds(&d), vec!["early_grant".to_string()]);
+    let mut d = clean();
+    crashed(&mut d);
+    let mut e2 = vec![start("e2")];
+    e2.extend(reign(11, 195, 300, 600, 800, 605));
+    d.electors[1].1 = e2;
+    assert!(kinds(&d).is_empty());
+}
+
+/// A lower token acting after a higher token's recorded grant, when the higher reign has
+/// not acted yet (no `overlap`) and its grant came after the lower reign's stop and
+/// deadline (no `early_grant`): e1's task recorded its stop at 155 ms but a worker kept
+/// deciding to act until 300 ms, its writes never reaching the resource; e2 was granted at
+/// 200 ms and acts from 400 ms. Without the rule this history passes with no violation.
+#[test]
+fn acting_after_a_higher_tokens_grant_is_caught() {
+    let mut d = clean();
+    for (seq, t) in (101..).zip((210..=300).step_by(10)) {
+        d.electors[0].1.push(ElectorEvent::Check {
+            t: t * MS,
+            token: 10,
+            seq,
+            deadline: 190 * MS,
+        });
+    }
+    let mut e2 = vec![start("e2")];
+    e2.extend(reign(11, 200, 400, 600, 800, 605));
+    d.electors[1].1 = e2;
+    let r = check(&d);
+    let k: Vec<&str> = r.violations.iter().map(|v| v.kind.as_str()).collect();
+    assert_eq!(k, vec!["acted_after_newer_grant"], "{:?}", r.violations);
+    assert!(
+        r.violations[0].detail.contains("not seen by the resource"),
+        "{:?}",
+        r.violations
+    );
+}
+
+/// No one-TTL slack: e2's token 9 acts 300..350 ms, after e1's token 10 was granted (0 ms),
+/// within one TTL of e1's end, where `token_order` deliberately says nothing.
+#[test]
+fn lower_token_acting_within_one_ttl_of_a_higher_reign_is_caught() {
+    let mut d = clean();
+    let mut e2 = vec![start("e2")];
+    e2.extend(reign(9, 300, 300, 350, 500, 355));
+    d.electors[1].1 = e2;
+    d.resource.retain(|w| w.writer == "e1");
+    let k = kinds(&d);
+    assert!(!k.contains(&"token_order".to_string()), "{k:?}");
+    assert_eq!(k, vec!["acted_after_newer_grant".to_string()]);
+}
+
+/// A write decided before the newer grant and refused by fencing is the design working
+/// (`fenced_in_time`); one decided after the newer grant is a violation even though fencing
+/// refused it, and its detail says so.
+#[test]
+fn fenced_writes_are_told_apart_by_when_they_were_decided() {
+    // e1's last check (150 ms, seq 16) was paused before its write reached the resource.
+    let mut d = clean();
+    d.resource.push(ResourceWrite {
+        seq: 16,
+        ..write(610, "e1", 10, false, 11)
+    });
+    let r = check(&d);
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert_eq!(r.fenced_in_time, 1);
+    // e1 decides once more at 410 ms, after e2's grant at 400: fenced, still a violation.
+    let mut d = clean();
+    d.electors[0].1.push(ElectorEvent::Check {
+        t: 410 * MS,
+        token: 10,
+        seq: 410,
+        deadline: 190 * MS,
+    });
+    d.resource.push(write(410, "e1", 10, false, 11));
+    let r = check(&d);
+    let k: Vec<&str> = r.violations.iter().map(|v| v.kind.as_str()).collect();
+    assert!(k.contains(&"acted_after_newer_grant"), "{:?}", r.violations);
+    assert!(
+        r.violations
+            .iter()
+            .any(|v| v.detail.contains("write fenced")),
+        "{:?}",
+        r.violations
+    );
+    assert_eq!(r.fenced_in_time, 0);
 }
 
 #[test]

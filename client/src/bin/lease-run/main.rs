@@ -127,7 +127,8 @@ struct Cli {
     /// Safety margin subtracted from the local deadline [default: min(ttl/100, 50ms)].
     #[arg(long, value_parser = humantime::parse_duration)]
     margin: Option<Duration>,
-    /// Owner id [default: host-pid-random].
+    /// Owner id base, 1..=239 bytes [default: host-pid-random]; each reign sends
+    /// `BASE#N` (protocol R17), which CMD gets as LEASE_OWNER.
     #[arg(long)]
     owner: Option<String>,
     /// Require this many replicas to acknowledge grants and renewals (WAIT).
