@@ -59,9 +59,10 @@ type Config struct {
 	Key string
 	// TTL is the lease's time to live on the server, sent in whole milliseconds (floored).
 	TTL time.Duration
-	// Owner identifies this process incarnation; default DefaultOwner() (host-pid-random).
-	// Never reuse an owner across restarts: a restarted process would silently "refresh"
-	// the lease of its previous life.
+	// Owner identifies this process incarnation; default DefaultOwner() (host-pid-random),
+	// 1 to 239 bytes. The server sees Owner#n in the elector's reign n (protocol R17). Never
+	// reuse an owner across restarts: a restarted process would silently "refresh" the lease
+	// of its previous life.
 	Owner string
 	// RenewInterval is the time between renewals.
 	RenewInterval time.Duration
@@ -144,6 +145,11 @@ func (c *Config) Validate() error {
 	}
 	if rule, why := configProblem(c.params(), c.Key, owner); rule != "" {
 		return &ConfigError{Rule: rule, Why: why}
+	}
+	// R17: the owner is the base of base#reign, and every reign number must still fit the
+	// server's 256 bytes; refused, never truncated (reign_owner.json).
+	if _, ok := reignOwner(owner, 1); !ok {
+		return &ConfigError{Rule: "owner", Why: fmt.Sprintf("owner must be 1..=%d bytes (it is sent as owner#reign, at most 256 bytes), not %d", maxBaseBytes, len(owner))}
 	}
 	// Why: WAIT counts the acknowledgements of the writes of ITS OWN connection, so it must
 	// run on the connection that sent the grant/renewal. That needs a client that can hand

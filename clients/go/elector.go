@@ -11,16 +11,30 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis-lease/redis-lease/clients/go/internal/hooks"
 )
+
+func init() {
+	// The conformance elector's negative control only (see internal/hooks); not public API.
+	hooks.ReuseOwner = func(x any) { x.(*Elector).reuseOwner = true }
+}
 
 // Elector campaigns for one lease key. Create it with NewElector, then call Run.
 type Elector struct {
-	cfg   Config
-	p     params
-	owner string
-	tr    *transport
-	log   *slog.Logger
-	m     Metrics
+	cfg  Config
+	p    params
+	base string // Config.Owner: unique per process incarnation
+	tr   *transport
+	log  *slog.Logger
+	m    Metrics
+
+	// reign numbers this elector's reigns (R17): the owner on the wire is base#reign. Only
+	// Run's goroutine touches it; it survives Run so that a second Run starts a new reign.
+	reign int64
+	// reuseOwner: never advance reign (the pre-R17 behaviour). Only the conformance elector's
+	// negative control sets it, through internal/hooks.
+	reuseOwner bool
 
 	running atomic.Bool
 
@@ -61,8 +75,9 @@ func NewElector(cfg Config) (*Elector, error) {
 	return &Elector{
 		cfg:     cfg,
 		p:       p,
-		owner:   cfg.Owner,
-		tr:      &transport{client: cfg.Client, key: cfg.Key, owner: cfg.Owner, ttlMillis: p.TTLMillis},
+		base:    cfg.Owner,
+		reign:   1,
+		tr:      &transport{client: cfg.Client, key: cfg.Key, ttlMillis: p.TTLMillis},
 		log:     log.With("key", cfg.Key, "owner", cfg.Owner),
 		m:       m,
 		redisUp: -1,
@@ -79,8 +94,11 @@ func Run(ctx context.Context, cfg Config) error {
 	return e.Run(ctx)
 }
 
-// Owner is this elector's owner id.
-func (e *Elector) Owner() string { return e.owner }
+// Owner is this elector's owner id (Config.Owner or the default): the base of the owner the
+// server sees, which is Owner()+"#"+n for this elector's reign n (protocol R17: a new owner
+// for every reign, so that a late command of an earlier reign cannot touch a later one).
+// LEASE.GET, GetLeader and OnNewLeader report the owner as the server has it.
+func (e *Elector) Owner() string { return e.base }
 
 // IsLeader reports whether this instance leads right now: a term is running, its task has
 // not been told to stop, and the stop point (deadline - StopBudget) is still ahead on the
@@ -149,6 +167,13 @@ func (e *Elector) Run(ctx context.Context) error {
 }
 
 func (e *Elector) campaign(ctx context.Context) error {
+	// R17: one owner for this whole campaign (its re-asks must refresh its own grant), a new
+	// one after every step-down.
+	owner, ok := reignOwner(e.base, e.reign)
+	if !ok {
+		// Validate refused a bad base; only 2^53-1 reigns could get here.
+		return fmt.Errorf("lease: reign %d of owner %q cannot be numbered (R17)", e.reign, e.base)
+	}
 	var attempt uint32
 	// A grant the server gave us that we may not use (too late, or not acknowledged by
 	// replicas). It is ours on the server, so we re-ask WITHOUT BLOCK: the same owner gets a
@@ -157,7 +182,7 @@ func (e *Elector) campaign(ctx context.Context) error {
 	for {
 		if ctx.Err() != nil {
 			if unconfirmed != 0 {
-				e.releaseToken(unconfirmed)
+				e.releaseToken(owner, unconfirmed)
 			}
 			return nil
 		}
@@ -171,7 +196,7 @@ func (e *Elector) campaign(ctx context.Context) error {
 		sentAt := time.Now()
 		go func() {
 			defer cancelOp()
-			ch <- e.tr.acquire(opCtx, e.p, e.p.BlockTimeout, hasBlock, limit, blockedID.Store)
+			ch <- e.tr.acquire(opCtx, owner, e.p, e.p.BlockTimeout, hasBlock, limit, blockedID.Store)
 		}()
 		var res acquireResult
 		timer := time.NewTimer(limit)
@@ -186,7 +211,7 @@ func (e *Elector) campaign(ctx context.Context) error {
 			res = acquireResult{Err: &cmdError{Kind: KindTimeout, Msg: "no reply within " + limit.String()}, Acked: -1}
 		case <-ctx.Done():
 			timer.Stop()
-			e.abandonAcquire(ch, blockedID.Load(), cancelOp)
+			e.abandonAcquire(owner, ch, blockedID.Load(), cancelOp)
 			return nil
 		}
 		timer.Stop()
@@ -197,12 +222,21 @@ func (e *Elector) campaign(ctx context.Context) error {
 		case actLead:
 			attempt, unconfirmed = 0, 0
 			e.m.Acquire("granted")
-			reason, err := e.lead(ctx, d.Token, d.Deadline, d.NextRenew)
+			reason, err := e.lead(ctx, owner, d.Token, d.Deadline, d.NextRenew)
+			// R17: the reign is over, whatever the reason. Why before anything else: a RENEW
+			// or RELEASE of this reign we gave up on may still execute; the next campaign
+			// must not be a refresh of this reign's lease that such a command could end.
+			if !e.reuseOwner {
+				e.reign = nextReign(e.reign, evSteppedDown)
+			}
 			if err != nil {
 				return err
 			}
 			if reason == ReasonResigned || reason == ReasonTaskExited {
 				return nil
+			}
+			if owner, ok = reignOwner(e.base, e.reign); !ok {
+				return fmt.Errorf("lease: reign %d of owner %q cannot be numbered (R17)", e.reign, e.base)
 			}
 		case actUnconfirmed:
 			attempt, unconfirmed = 0, d.Token
@@ -239,7 +273,7 @@ func (e *Elector) campaign(ctx context.Context) error {
 // the abandoned ask may still be granted (a BLOCK woken right now), which would leave the
 // lease held by an owner that no longer campaigns until its TTL runs out. So end the block
 // (CLIENT UNBLOCK: the module answers nil), read the answer, and release whatever we got.
-func (e *Elector) abandonAcquire(ch <-chan acquireResult, blockedID int64, cancelOp context.CancelFunc) {
+func (e *Elector) abandonAcquire(owner string, ch <-chan acquireResult, blockedID int64, cancelOp context.CancelFunc) {
 	if blockedID != 0 {
 		within(context.Background(), e.p.OpTimeout, func(c context.Context) bool {
 			return e.tr.unblock(c, blockedID, e.p.OpTimeout)
@@ -254,14 +288,14 @@ func (e *Elector) abandonAcquire(ch <-chan acquireResult, blockedID int64, cance
 	case r := <-ch:
 		if r.Err == nil {
 			if r.Token != 0 {
-				e.releaseToken(r.Token)
+				e.releaseToken(owner, r.Token)
 			}
 			return
 		}
 	case <-t.C:
 	}
 	// No answer (or an error: it may have been granted anyway): look, release if ours.
-	e.releaseStray()
+	e.releaseStray(owner)
 }
 
 // taskEnd is how OnStartedLeading ended.
@@ -271,7 +305,7 @@ type taskEnd struct {
 }
 
 // lead runs one term: starts the task, renews, steps down. Returns why it ended.
-func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew time.Time) (StopReason, error) {
+func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline, nextRenew time.Time) (StopReason, error) {
 	// Not derived from ctx's cancellation: on resign the loop first publishes "not leader",
 	// then cancels the task, in that order (see the step-down below). Values are kept.
 	taskCtx, cancelTask := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -281,8 +315,8 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 	e.leading, e.token, e.deadline = true, token, deadline
 	e.mu.Unlock()
 	e.m.Leader(token, deadline, "acquired")
-	e.log.Info("became leader", "token", token, "reason", "acquired", "lead_ms", time.Until(deadline).Milliseconds())
-	e.newLeader(e.owner)
+	e.log.Info("became leader", "token", token, "reason", "acquired", "reign", e.reign, "lead_ms", time.Until(deadline).Milliseconds())
+	e.newLeader(owner)
 
 	done := make(chan taskEnd, 1)
 	go func() {
@@ -344,7 +378,7 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 		opCtx, cancelOp := context.WithTimeout(context.Background(), limit)
 		go func() {
 			defer cancelOp()
-			ch <- e.tr.renew(opCtx, e.p, token, limit)
+			ch <- e.tr.renew(opCtx, owner, e.p, token, limit)
 		}()
 		var res renewResult
 		stopT = time.NewTimer(time.Until(stop))
@@ -436,7 +470,7 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 	// force); the lease then ends on the server's own expiry, a little after our deadline,
 	// which keeps a successor out as long as anything can.
 	if taskFinished && releaseAfter(reason) {
-		e.releaseToken(token)
+		e.releaseToken(owner, token)
 	}
 	if cb := e.cfg.Callbacks.OnStoppedLeading; cb != nil {
 		cb(reason)
@@ -488,9 +522,9 @@ type releaseReply struct {
 
 // releaseToken: best-effort LEASE.RELEASE, bounded by OpTimeout. If it fails the lease
 // simply expires on the server.
-func (e *Elector) releaseToken(token int64) {
+func (e *Elector) releaseToken(owner string, token int64) {
 	r, ok := within(context.Background(), e.p.OpTimeout, func(c context.Context) releaseReply {
-		released, err := e.tr.release(c, token)
+		released, err := e.tr.release(c, owner, token)
 		return releaseReply{released, err}
 	})
 	if !ok {
@@ -520,12 +554,12 @@ func (e *Elector) getLease() (*leaseInfo, *cmdError) {
 	return r.info, r.err
 }
 
-// releaseStray: after leaving with an ACQUIRE whose outcome we do not know, look at the
-// lease and release it if it is ours.
-func (e *Elector) releaseStray() {
+// releaseStray: after leaving with an ACQUIRE of this campaign's owner whose outcome we do not
+// know, look at the lease and release it if that owner holds it.
+func (e *Elector) releaseStray(owner string) {
 	info, err := e.getLease()
-	if err == nil && info != nil && info.Owner == e.owner {
-		e.releaseToken(info.Token)
+	if err == nil && info != nil && info.Owner == owner {
+		e.releaseToken(owner, info.Token)
 	}
 }
 

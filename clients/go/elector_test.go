@@ -167,8 +167,8 @@ func TestLeadRenewAndReleaseOnCancel(t *testing.T) {
 	if !r.e.IsLeader() || r.e.Token() != tm.token {
 		t.Fatalf("IsLeader %v Token %d, want true %d", r.e.IsLeader(), r.e.Token(), tm.token)
 	}
-	if got := leaseOwner(t, c, "k:smoke"); got != r.e.Owner() {
-		t.Fatalf("server says owner %q, want %q", got, r.e.Owner())
+	if got := leaseOwner(t, c, "k:smoke"); got != r.e.Owner()+"#1" {
+		t.Fatalf("server says owner %q, want %q#1", got, r.e.Owner())
 	}
 	// Three renew intervals: the deadline must have moved forward on renewals.
 	time.Sleep(1100 * time.Millisecond)
@@ -272,7 +272,7 @@ func TestLateGrantIsReasked(t *testing.T) {
 	if left := tb.deadline.Sub(tb.startedAt); left < 700*time.Millisecond {
 		t.Fatalf("only %v of leadership left after the re-ask", left)
 	}
-	if got := leaseOwner(t, c, "k:late"); got != b.e.Owner() {
+	if got := leaseOwner(t, c, "k:late"); got != b.e.Owner()+"#1" {
 		t.Fatalf("server owner %q, want b", got)
 	}
 }
@@ -421,7 +421,23 @@ func TestOverrunningTaskIsNotReleasedFor(t *testing.T) {
 	if n := m.get("overrun"); n != 1 {
 		t.Fatalf("overrun counted %d times, want 1", n)
 	}
-	if owner != cfg.Owner {
-		t.Fatalf("right after the deadline the lease is held by %q, want %q (not released)", owner, cfg.Owner)
+	if owner != cfg.Owner+"#1" {
+		t.Fatalf("right after the deadline the lease is held by %q, want %q#1 (not released)", owner, cfg.Owner)
+	}
+}
+
+// R17: the owner is the base of base#reign, whose every reign must fit 256 bytes: a base of
+// 240 bytes is refused (the shared config_validate rule alone allows 256), 239 is accepted.
+func TestConfigRefusesABaseThatCannotCarryAReign(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	task := func(context.Context, int64) {}
+	for _, n := range []int{239, 240, 256} {
+		_, err := NewElector(Config{Client: c, Key: "k", TTL: time.Second, Owner: strings.Repeat("x", n), Callbacks: Callbacks{OnStartedLeading: task}})
+		var ce *ConfigError
+		refused := errors.As(err, &ce) && ce.Rule == "owner"
+		if refused != (n > 239) {
+			t.Errorf("owner of %d bytes: %v", n, err)
+		}
 	}
 }

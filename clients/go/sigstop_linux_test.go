@@ -189,7 +189,7 @@ func TestSIGSTOPLeaderProcess(t *testing.T) {
 	if !b.e.IsLeader() {
 		t.Fatal("b lost leadership after the helper woke up")
 	}
-	if got := leaseOwner(t, c, key); got != b.e.Owner() {
+	if got := leaseOwner(t, c, key); got != b.e.Owner()+"#1" {
 		t.Fatalf("server owner %q, want b", got)
 	}
 

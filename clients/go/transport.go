@@ -34,7 +34,6 @@ import (
 type transport struct {
 	client    redis.UniversalClient
 	key       string
-	owner     string
 	ttlMillis int64
 }
 
@@ -152,8 +151,8 @@ func wait(ctx context.Context, conn *redis.Conn, n int, ms int64) (int, *cmdErro
 // acquire sends LEASE.ACQUIRE key owner ttl [BLOCK ms] (+ WAIT when granted and p asks for
 // it). onClientID receives the server's id of the connection of a blocking ask before it is
 // sent (so that Run can CLIENT UNBLOCK it when its context is cancelled).
-func (t *transport) acquire(ctx context.Context, p params, block time.Duration, hasBlock bool, limit time.Duration, onClientID func(int64)) acquireResult {
-	args := []any{"LEASE.ACQUIRE", t.key, t.owner, t.ttlMillis}
+func (t *transport) acquire(ctx context.Context, owner string, p params, block time.Duration, hasBlock bool, limit time.Duration, onClientID func(int64)) acquireResult {
+	args := []any{"LEASE.ACQUIRE", t.key, owner, t.ttlMillis}
 	if hasBlock {
 		args = append(args, "BLOCK", wireMS(block))
 	}
@@ -193,8 +192,8 @@ func (t *transport) acquire(ctx context.Context, p params, block time.Duration, 
 }
 
 // renew sends LEASE.RENEW key owner token ttl (+ WAIT when renewed and p asks for it).
-func (t *transport) renew(ctx context.Context, p params, token int64, limit time.Duration) renewResult {
-	args := []any{"LEASE.RENEW", t.key, t.owner, token, t.ttlMillis}
+func (t *transport) renew(ctx context.Context, owner string, p params, token int64, limit time.Duration) renewResult {
+	args := []any{"LEASE.RENEW", t.key, owner, token, t.ttlMillis}
 	n, waitMS, wantWait := waitFor(p)
 	if !wantWait {
 		v, err := t.client.Do(ctx, args...).Result()
@@ -225,8 +224,8 @@ func (t *transport) renew(ctx context.Context, p params, token int64, limit time
 }
 
 // release sends LEASE.RELEASE key owner token: true if it was held and is now free.
-func (t *transport) release(ctx context.Context, token int64) (bool, *cmdError) {
-	v, err := t.client.Do(ctx, "LEASE.RELEASE", t.key, t.owner, token).Result()
+func (t *transport) release(ctx context.Context, owner string, token int64) (bool, *cmdError) {
+	v, err := t.client.Do(ctx, "LEASE.RELEASE", t.key, owner, token).Result()
 	return parse01("LEASE.RELEASE", v, err)
 }
 
