@@ -150,6 +150,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer e.running.Store(false)
+	defer e.tr.openOwn()()
 	if e.cfg.Callbacks.OnNewLeader != nil {
 		obsCtx, stopObs := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -524,7 +525,7 @@ type releaseReply struct {
 // simply expires on the server.
 func (e *Elector) releaseToken(owner string, token int64) {
 	r, ok := within(context.Background(), e.p.OpTimeout, func(c context.Context) releaseReply {
-		released, err := e.tr.release(c, owner, token)
+		released, err := e.tr.release(c, owner, token, e.p.OpTimeout)
 		return releaseReply{released, err}
 	})
 	if !ok {
@@ -545,7 +546,7 @@ type getReply struct {
 
 func (e *Elector) getLease() (*leaseInfo, *cmdError) {
 	r, ok := within(context.Background(), e.p.OpTimeout, func(c context.Context) getReply {
-		info, err := e.tr.get(c)
+		info, err := e.tr.get(c, e.p.OpTimeout)
 		return getReply{info, err}
 	})
 	if !ok {

@@ -146,7 +146,7 @@ func waitReason(t testing.TB, ch <-chan StopReason, limit time.Duration) StopRea
 func leaseOwner(t testing.TB, c *redis.Client, key string) string {
 	t.Helper()
 	tr := &transport{client: c, key: key}
-	info, err := tr.get(context.Background())
+	info, err := tr.get(context.Background(), time.Second)
 	if err != nil {
 		t.Fatalf("LEASE.GET: %v", err)
 	}

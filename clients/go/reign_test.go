@@ -32,7 +32,7 @@ func TestStaleReleaseCannotEndTheNextReign(t *testing.T) {
 	t.Cleanup(func() { ac.Close() })
 	a := startElector(t, "a", Config{Client: ac, Key: key, TTL: time.Second})
 	t1 := waitTerm(t, a.started, 5*time.Second, "a's first reign")
-	info, cerr := (&transport{client: admin, key: key}).get(ctx)
+	info, cerr := (&transport{client: admin, key: key}).get(ctx, time.Second)
 	if cerr != nil || info == nil || info.Token != t1.token {
 		t.Fatalf("LEASE.GET in reign 1: %+v %v", info, cerr)
 	}
