@@ -5,9 +5,9 @@ package lease
 // by the shared decision vectors (conformance/vectors/*.json, loaded by vectors_test.go). The
 // loop in elector.go only executes what these functions return.
 //
-// Instants are time.Time values. In the loop they come from time.Now() and carry Go's
-// monotonic clock reading, so Sub/Before/After compare on the monotonic clock and a step of
-// the wall clock cannot move a deadline. The vector tests use one fixed origin plus offsets.
+// Instants are time.Time values. In the loop they come from the elector's clock (clock.go:
+// CLOCK_BOOTTIME on Linux, else Go's monotonic reading), never from the wall clock, so a step
+// of the wall clock cannot move a deadline. The vector tests use one fixed origin plus offsets.
 
 import (
 	"math"

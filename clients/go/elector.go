@@ -104,11 +104,13 @@ func (e *Elector) Owner() string { return e.base }
 // not been told to stop, and the stop point (deadline - StopBudget) is still ahead on the
 // monotonic clock. It reads the clock on every call, so it is right even as the first
 // instruction after the process was paused, before any timer had a chance to fire. Call it
-// between the steps of work that cannot be fenced.
+// between the steps of work that cannot be fenced. On Linux the clock is CLOCK_BOOTTIME, so
+// it is right after a suspend of the host too (timers and contexts are not: they run on Go's
+// clock, which stops during a suspend).
 func (e *Elector) IsLeader() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.leading && time.Now().Before(stopAt(e.p, e.deadline))
+	return e.leading && now().Before(stopAt(e.p, e.deadline))
 }
 
 // Deadline is the current term's local deadline (a time.Time with a monotonic reading;
@@ -116,7 +118,10 @@ func (e *Elector) IsLeader() bool {
 func (e *Elector) Deadline() (time.Time, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.deadline, e.leading
+	if !e.leading {
+		return e.deadline, false
+	}
+	return toGo(e.deadline), true
 }
 
 // Token is the current term's fencing token, 0 when not leading.
@@ -194,7 +199,7 @@ func (e *Elector) campaign(ctx context.Context) error {
 		opCtx, cancelOp := context.WithTimeout(context.Background(), limit)
 		// Why the instant is taken before sending: the deadline must count from no later than
 		// the moment the server starts the TTL.
-		sentAt := time.Now()
+		sentAt := now()
 		go func() {
 			defer cancelOp()
 			ch <- e.tr.acquire(opCtx, owner, e.p, e.p.BlockTimeout, hasBlock, limit, blockedID.Store)
@@ -216,9 +221,9 @@ func (e *Elector) campaign(ctx context.Context) error {
 			return nil
 		}
 		timer.Stop()
-		now := time.Now()
+		recvAt := now()
 		e.observe("acquire", res.Err)
-		d := onAcquire(e.p, sentAt, now, res)
+		d := onAcquire(e.p, sentAt, recvAt, res)
 		switch d.Action {
 		case actLead:
 			attempt, unconfirmed = 0, 0
@@ -253,7 +258,7 @@ func (e *Elector) campaign(ctx context.Context) error {
 		case actNotGranted:
 			attempt, unconfirmed = 0, 0
 			e.m.Acquire("not_granted")
-			e.pause(ctx, notGrantedPause(e.p, e.p.BlockTimeout, hasBlock, sentAt, now, rand.Float64()))
+			e.pause(ctx, notGrantedPause(e.p, e.p.BlockTimeout, hasBlock, sentAt, recvAt, rand.Float64()))
 		case actGrace:
 			e.m.Acquire("grace")
 			e.log.Info("server in grace period; waiting", "grace_ms", d.Wait.Milliseconds())
@@ -315,8 +320,8 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 	e.mu.Lock()
 	e.leading, e.token, e.deadline = true, token, deadline
 	e.mu.Unlock()
-	e.m.Leader(token, deadline, "acquired")
-	e.log.Info("became leader", "token", token, "reason", "acquired", "reign", e.reign, "lead_ms", time.Until(deadline).Milliseconds())
+	e.m.Leader(token, toGo(deadline), "acquired")
+	e.log.Info("became leader", "token", token, "reason", "acquired", "reign", e.reign, "lead_ms", until(deadline).Milliseconds())
 	e.newLeader(owner)
 
 	done := make(chan taskEnd, 1)
@@ -341,15 +346,15 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 		if ctx.Err() != nil {
 			return ReasonResigned
 		}
-		if mustStop(e.p, deadline, time.Now()) {
+		if mustStop(e.p, deadline, now()) {
 			return ReasonDeadline
 		}
 		return ReasonTaskExited
 	}
 	for reason == "" {
 		stop := stopAt(e.p, deadline)
-		stopT := time.NewTimer(time.Until(stop))
-		renewT := time.NewTimer(time.Until(nextRenew))
+		stopT := time.NewTimer(until(stop))
+		renewT := time.NewTimer(until(nextRenew))
 		select {
 		// Past the stop point nothing else matters, not even a renewal that could still
 		// succeed: the task would be running on an unbacked lease.
@@ -366,7 +371,7 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 		if reason != "" {
 			break
 		}
-		sentAt := time.Now()
+		sentAt := now()
 		// Why: this may be the first instruction after a long pause (SIGSTOP, GC, VM freeze);
 		// re-check the clock before trusting the leadership we think we have. (Two ready
 		// timers are picked at random by select, so the stop timer may have lost the race.)
@@ -382,7 +387,7 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 			ch <- e.tr.renew(opCtx, owner, e.p, token, limit)
 		}()
 		var res renewResult
-		stopT = time.NewTimer(time.Until(stop))
+		stopT = time.NewTimer(until(stop))
 		limitT := time.NewTimer(limit)
 		select {
 		case <-stopT.C:
@@ -404,29 +409,29 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 		if reason != "" {
 			break
 		}
-		now := time.Now()
+		recvAt := now()
 		e.observe("renew", res.Err)
-		d := onRenew(e.p, deadline, sentAt, now, res)
+		d := onRenew(e.p, deadline, sentAt, recvAt, res)
 		switch d.Action {
 		case renRenewed:
-			e.m.Renew("renewed", now.Sub(sentAt))
+			e.m.Renew("renewed", recvAt.Sub(sentAt))
 			deadline, nextRenew = d.Deadline, d.NextRenew
 			e.mu.Lock()
 			e.deadline = deadline
 			e.mu.Unlock()
-			e.m.Deadline(deadline)
+			e.m.Deadline(toGo(deadline))
 		case renStepDown:
 			if d.Reason == ReasonRenewRejected {
-				e.m.Renew("rejected", now.Sub(sentAt))
+				e.m.Renew("rejected", recvAt.Sub(sentAt))
 			} else {
-				e.m.Renew("error", now.Sub(sentAt))
+				e.m.Renew("error", recvAt.Sub(sentAt))
 			}
 			reason = d.Reason
 		case renRetry:
 			if d.Why == "replicas_not_acked" {
-				e.m.Renew("unconfirmed", now.Sub(sentAt))
+				e.m.Renew("unconfirmed", recvAt.Sub(sentAt))
 			} else {
-				e.m.Renew("error", now.Sub(sentAt))
+				e.m.Renew("error", recvAt.Sub(sentAt))
 			}
 			e.log.Debug("renewal did not count; retrying", "token", token, "reason", d.Why)
 			nextRenew = d.At
@@ -449,7 +454,7 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 		// The task was told at the stop point; the lease is backed until the deadline, so
 		// wait for it until then. Why release only after: the lease must stay ours until our
 		// task has stopped, or the next leader could start while we still work.
-		wait := time.Until(deadline)
+		wait := until(deadline)
 		if wait <= 0 {
 			// We were paused past the deadline (SIGSTOP, GC, VM freeze): the task has had no
 			// chance to see its context yet. Give it the stop budget it was promised before

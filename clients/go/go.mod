@@ -2,7 +2,10 @@ module github.com/redis-lease/redis-lease/clients/go
 
 go 1.22
 
-require github.com/redis/go-redis/v9 v9.18.0
+require (
+	github.com/redis/go-redis/v9 v9.18.0
+	golang.org/x/sys v0.30.0
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
