@@ -97,3 +97,33 @@ func TestStaleReleaseCannotEndTheNextReign(t *testing.T) {
 			owner1, tok2, got, a.e.Owner(), t1.token, a.e.Owner())
 	}
 }
+
+// What the README documents for a lost term: the task's context is cancelled,
+// OnStoppedLeading fires with the reason, and Run campaigns again (unlike client-go, whose Run
+// returns): a second term under the next reign's owner, with a higher token.
+func TestLostTermCampaignsAgain(t *testing.T) {
+	s := startServer(t)
+	c := s.client(t)
+	const key = "k:lost"
+	r := startElector(t, "a", Config{Client: c, Key: key, TTL: time.Second})
+	t1 := waitTerm(t, r.started, 5*time.Second, "first term")
+	if err := c.Del(context.Background(), key).Err(); err != nil { // the lease is gone
+		t.Fatal(err)
+	}
+	if reason := waitReason(t, r.stopped, 2*time.Second); reason != ReasonRenewRejected {
+		t.Fatalf("first term ended with %s, want renew_rejected", reason)
+	}
+	end := waitTerm(t, r.ended, time.Second, "first task's end")
+	t2 := waitTerm(t, r.started, 5*time.Second, "second term")
+	select {
+	case err := <-r.done:
+		t.Fatalf("Run returned (%v) after a lost term", err)
+	default:
+	}
+	if !end.stoppedAt.Before(t2.startedAt) || t2.token <= t1.token {
+		t.Fatalf("second term (token %d, started %v) must follow the first (token %d, stopped %v)", t2.token, t2.startedAt, t1.token, end.stoppedAt)
+	}
+	if got := leaseOwner(t, c, key); got != r.e.Owner()+"#2" {
+		t.Fatalf("second term held by %q, want %s#2", got, r.e.Owner())
+	}
+}
