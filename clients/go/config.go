@@ -27,7 +27,8 @@ type Callbacks struct {
 	// OnStartedLeading runs in its own goroutine when this instance becomes leader, with the
 	// term's fencing token (pass it to the resource you protect, e.g. via LEASE.FENCE).
 	// ctx is cancelled at the stop point, StopBudget before the local deadline, or when Run's
-	// context is cancelled. Return promptly once ctx is done: the lease is released (and a
+	// context is cancelled. ctx.Deadline() is the current stop point and ctx.Err() reads the
+	// clock, so both are right even after a pause, before Done() closed (see README). Return promptly once ctx is done: the lease is released (and a
 	// follower takes over) only after this function has returned. If it returns by itself,
 	// the elector steps down (reason task_exited), releases the lease and Run returns.
 	// Required.

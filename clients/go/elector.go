@@ -313,8 +313,9 @@ type taskEnd struct {
 // lead runs one term: starts the task, renews, steps down. Returns why it ended.
 func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline, nextRenew time.Time) (StopReason, error) {
 	// Not derived from ctx's cancellation: on resign the loop first publishes "not leader",
-	// then cancels the task, in that order (see the step-down below). Values are kept.
-	taskCtx, cancelTask := context.WithCancelCause(context.WithoutCancel(ctx))
+	// then cancels the task, in that order (see the step-down below). Values are kept. Its
+	// Err() and Deadline() read the clock (taskctx.go): right even before this loop runs.
+	taskCtx, cancelTask := newTaskContext(context.WithoutCancel(ctx), e.p, deadline)
 	defer cancelTask(nil)
 
 	e.mu.Lock()
@@ -419,6 +420,7 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 			e.mu.Lock()
 			e.deadline = deadline
 			e.mu.Unlock()
+			taskCtx.setDeadline(deadline)
 			e.m.Deadline(toGo(deadline))
 		case renStepDown:
 			if d.Reason == ReasonRenewRejected {
