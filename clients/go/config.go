@@ -94,7 +94,7 @@ type Config struct {
 	// Logger receives the elector's logs (transitions with key, owner, token, reason);
 	// default slog.Default().
 	Logger *slog.Logger
-	// Metrics receives counters and gauges; nil = none. The optional module
+	// Metrics receives counters and gauges; nil = none. The optional package
 	// .../clients/go/leaseprom implements it for Prometheus.
 	Metrics Metrics
 }
