@@ -33,9 +33,10 @@ type Callbacks struct {
 	// the elector steps down (reason task_exited), releases the lease and Run returns.
 	// Required.
 	OnStartedLeading func(ctx context.Context, token int64)
-	// OnStoppedLeading is called after a term ended: the task returned (or the local
-	// deadline passed) and, unless the server already refused the renewal, the lease was
-	// released. Optional.
+	// OnStoppedLeading is called once after every term, however it ended (also after a
+	// panic of the task): the task returned (or the local deadline passed) and, unless the
+	// server already refused the renewal, the lease was released. Not called if Run returns
+	// without having led (unlike client-go's). Optional.
 	OnStoppedLeading func(reason StopReason)
 	// OnNewLeader is called when the observed leader changes (our own owner when we win).
 	// Followers observe with LEASE.GET every RenewInterval only when this is set. Called from

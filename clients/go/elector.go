@@ -47,6 +47,8 @@ type Elector struct {
 	lastLeader string
 
 	redisUp int // -1 unknown, 0 unreachable, 1 reachable; only Run's goroutine touches it
+
+	tasks runningTasks // OnStartedLeading calls that have not returned (health.go)
 }
 
 // StopError is the cause (context.Cause) of the cancellation of OnStartedLeading's context.
@@ -326,12 +328,14 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 	e.newLeader(owner)
 
 	done := make(chan taskEnd, 1)
+	e.tasks.add(taskCtx, token)
 	go func() {
 		var end taskEnd
 		defer func() {
 			if r := recover(); r != nil {
 				end = taskEnd{panicked: true, value: r}
 			}
+			e.tasks.remove(taskCtx)
 			done <- end
 		}()
 		e.cfg.Callbacks.OnStartedLeading(taskCtx, token)
