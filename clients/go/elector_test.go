@@ -75,6 +75,12 @@ type runner struct {
 
 func startElector(t testing.TB, name string, cfg Config) *runner {
 	t.Helper()
+	return startElectorWith(t, name, cfg, nil)
+}
+
+// startElectorWith calls prepare (if not nil) on the Elector before Run.
+func startElectorWith(t testing.TB, name string, cfg Config, prepare func(*Elector)) *runner {
+	t.Helper()
 	r := &runner{t: t, done: make(chan error, 1), started: make(chan term, 16), ended: make(chan term, 16),
 		stopped: make(chan StopReason, 16), metrics: newCountingMetrics()}
 	cfg.Logger = testLogger(t, name)
@@ -97,6 +103,9 @@ func startElector(t testing.TB, name string, cfg Config) *runner {
 		t.Fatal(err)
 	}
 	r.e = e
+	if prepare != nil {
+		prepare(e)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- e.Run(ctx) }()

@@ -16,10 +16,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis-lease/redis-lease/clients/go/internal/hooks"
 	"github.com/redis/go-redis/v9"
 )
 
 func TestStaleReleaseCannotEndTheNextReign(t *testing.T) {
+	if n, holder := staleReleaseScenario(t, false); n != 0 || holder == "" {
+		t.Fatalf("reign 1's stale RELEASE answered %d and the lease holder is now %q while a leads: two leaders possible", n, holder)
+	}
+}
+
+// The negative control the conformance elector's --mode reuse-owner uses (internal/hooks):
+// with one owner for every reign, the same scenario frees the leader's new reign.
+func TestReuseOwnerHookBringsTheBugBack(t *testing.T) {
+	if n, holder := staleReleaseScenario(t, true); n != 1 || holder != "" {
+		t.Fatalf("with the owner reused, the stale RELEASE answered %d and the holder is %q; want 1 and none (the old bug)", n, holder)
+	}
+}
+
+// staleReleaseScenario plays the scenario and returns the stale RELEASE's answer and the
+// lease holder right after it, while a leads its second reign.
+func staleReleaseScenario(t *testing.T, reuseOwner bool) (int, string) {
 	s := startServer(t)
 	admin := s.client(t)
 	ctx := context.Background()
@@ -30,7 +47,11 @@ func TestStaleReleaseCannotEndTheNextReign(t *testing.T) {
 	}
 	ac := redis.NewClient(&redis.Options{Addr: s.addr(), Username: "a", Password: "pw"})
 	t.Cleanup(func() { ac.Close() })
-	a := startElector(t, "a", Config{Client: ac, Key: key, TTL: time.Second})
+	var prepare func(*Elector)
+	if reuseOwner {
+		prepare = func(e *Elector) { hooks.ReuseOwner(e) }
+	}
+	a := startElectorWith(t, "a", Config{Client: ac, Key: key, TTL: time.Second}, prepare)
 	t1 := waitTerm(t, a.started, 5*time.Second, "a's first reign")
 	info, cerr := (&transport{client: admin, key: key}).get(ctx, time.Second)
 	if cerr != nil || info == nil || info.Token != t1.token {
@@ -88,14 +109,17 @@ func TestStaleReleaseCannotEndTheNextReign(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := leaseOwner(t, admin, key)
-	if n != 0 || got == "" {
-		t.Fatalf("reign 1's stale RELEASE answered %d and the lease holder is now %q while a leads (token %d, IsLeader %v): two leaders possible",
-			n, got, tok2, a.e.IsLeader())
+	if !a.e.IsLeader() {
+		t.Fatal("a no longer leads right after the stale RELEASE")
+	}
+	if reuseOwner || n != 0 {
+		return n, got
 	}
 	if tok2 <= t1.token || got != a.e.Owner()+"#2" || owner1 != a.e.Owner()+"#1" {
 		t.Fatalf("reign 1 owner %q, reign 2 token %d owner %q; want %s#1, then a new grant (token above %d) for %s#2",
 			owner1, tok2, got, a.e.Owner(), t1.token, a.e.Owner())
 	}
+	return n, got
 }
 
 // What the README documents for a lost term: the task's context is cancelled,
