@@ -116,12 +116,13 @@ func (e *Elector) IsLeader() bool {
 }
 
 // Deadline is the current term's local deadline (a time.Time with a monotonic reading;
-// compare it with time.Now()), and false when not leading.
+// compare it with time.Now(); converted from the elector's clock at each call), and the zero
+// time and false when not leading.
 func (e *Elector) Deadline() (time.Time, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.leading {
-		return e.deadline, false
+		return time.Time{}, false
 	}
 	return toGo(e.deadline), true
 }
