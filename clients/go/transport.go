@@ -46,6 +46,9 @@ type transport struct {
 	own       atomic.Pointer[redis.ClusterClient] // Cluster: the elector's own (see above)
 	key       string
 	ttlMillis int64
+	// noClientID: CLIENT ID was refused (NOPERM: docs/security.md's least-privilege user
+	// does not have it); do not ask again on every blocking ask.
+	noClientID atomic.Bool
 }
 
 // openOwn makes the elector's own ClusterClient when the application's is one; the returned
@@ -221,11 +224,18 @@ func (t *transport) acquire(ctx context.Context, owner string, p params, block t
 	conn := nc.Conn()
 	// Close gives the connection back to the pool, or drops it if a read failed.
 	defer conn.Close()
-	if hasBlock && onClientID != nil {
+	if hasBlock && onClientID != nil && !t.noClientID.Load() {
 		// Best effort (ACLs may forbid CLIENT ID): without it a cancelled Run just stops
-		// waiting for the blocked reply instead of unblocking it.
-		if id, err := conn.ClientID(ctx).Result(); err == nil {
+		// waiting for the blocked reply instead of unblocking it (and releases what it may
+		// have been granted after OpTimeout, see abandonAcquire). Refused once, never asked
+		// again by this elector: a permission granted later is used after a restart.
+		id, err := conn.ClientID(ctx).Result()
+		var re redis.Error
+		switch {
+		case err == nil:
 			onClientID(id)
+		case errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOPERM"):
+			t.noClientID.Store(true)
 		}
 	}
 	r := parseToken(conn.Do(ctx, args...).Result())
