@@ -27,14 +27,16 @@ type Callbacks struct {
 	// OnStartedLeading runs in its own goroutine when this instance becomes leader, with the
 	// term's fencing token (pass it to the resource you protect, e.g. via LEASE.FENCE).
 	// ctx is cancelled at the stop point, StopBudget before the local deadline, or when Run's
-	// context is cancelled. Return promptly once ctx is done: the lease is released (and a
+	// context is cancelled. ctx.Deadline() is the current stop point and ctx.Err() reads the
+	// clock, so both are right even after a pause, before Done() closed (see README). Return promptly once ctx is done: the lease is released (and a
 	// follower takes over) only after this function has returned. If it returns by itself,
 	// the elector steps down (reason task_exited), releases the lease and Run returns.
 	// Required.
 	OnStartedLeading func(ctx context.Context, token int64)
-	// OnStoppedLeading is called after a term ended: the task returned (or the local
-	// deadline passed) and, unless the server already refused the renewal, the lease was
-	// released. Optional.
+	// OnStoppedLeading is called once after every term, however it ended (also after a
+	// panic of the task): the task returned (or the local deadline passed) and, unless the
+	// server already refused the renewal, the lease was released. Not called if Run returns
+	// without having led (unlike client-go's). Optional.
 	OnStoppedLeading func(reason StopReason)
 	// OnNewLeader is called when the observed leader changes (our own owner when we win).
 	// Followers observe with LEASE.GET every RenewInterval only when this is set. Called from
@@ -59,9 +61,10 @@ type Config struct {
 	Key string
 	// TTL is the lease's time to live on the server, sent in whole milliseconds (floored).
 	TTL time.Duration
-	// Owner identifies this process incarnation; default DefaultOwner() (host-pid-random).
-	// Never reuse an owner across restarts: a restarted process would silently "refresh"
-	// the lease of its previous life.
+	// Owner identifies this process incarnation; default DefaultOwner() (host-pid-random),
+	// 1 to 239 bytes. The server sees Owner#n in the elector's reign n (protocol R17). Never
+	// reuse an owner across restarts: a restarted process would silently "refresh" the lease
+	// of its previous life.
 	Owner string
 	// RenewInterval is the time between renewals.
 	RenewInterval time.Duration
@@ -92,7 +95,7 @@ type Config struct {
 	// Logger receives the elector's logs (transitions with key, owner, token, reason);
 	// default slog.Default().
 	Logger *slog.Logger
-	// Metrics receives counters and gauges; nil = none. The optional module
+	// Metrics receives counters and gauges; nil = none. The optional package
 	// .../clients/go/leaseprom implements it for Prometheus.
 	Metrics Metrics
 }
@@ -144,6 +147,11 @@ func (c *Config) Validate() error {
 	}
 	if rule, why := configProblem(c.params(), c.Key, owner); rule != "" {
 		return &ConfigError{Rule: rule, Why: why}
+	}
+	// R17: the owner is the base of base#reign, and every reign number must still fit the
+	// server's 256 bytes; refused, never truncated (reign_owner.json).
+	if _, ok := reignOwner(owner, 1); !ok {
+		return &ConfigError{Rule: "owner", Why: fmt.Sprintf("owner must be 1..=%d bytes (it is sent as owner#reign, at most 256 bytes), not %d", maxBaseBytes, len(owner))}
 	}
 	// Why: WAIT counts the acknowledgements of the writes of ITS OWN connection, so it must
 	// run on the connection that sent the grant/renewal. That needs a client that can hand

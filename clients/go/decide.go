@@ -5,9 +5,9 @@ package lease
 // by the shared decision vectors (conformance/vectors/*.json, loaded by vectors_test.go). The
 // loop in elector.go only executes what these functions return.
 //
-// Instants are time.Time values. In the loop they come from time.Now() and carry Go's
-// monotonic clock reading, so Sub/Before/After compare on the monotonic clock and a step of
-// the wall clock cannot move a deadline. The vector tests use one fixed origin plus offsets.
+// Instants are time.Time values. In the loop they come from the elector's clock (clock.go:
+// CLOCK_BOOTTIME on Linux, else Go's monotonic reading), never from the wall clock, so a step
+// of the wall clock cannot move a deadline. The vector tests use one fixed origin plus offsets.
 
 import (
 	"math"
@@ -453,4 +453,50 @@ func transportKind(failure string) ErrorKind {
 		return KindProtocol
 	}
 	return ""
+}
+
+// maxReign is the largest reign counter: 2^53-1, exact in every language's numbers.
+const maxReign = 1<<53 - 1
+
+// maxBaseBytes is the longest owner base (R17): base + "#" + up to 16 digits of a reign
+// must fit the module's default lease.max-owner-len of 256 bytes.
+const maxBaseBytes = maxOwnerBytes - 1 - 16
+
+// reignOwner is the owner sent on the wire for reign n: base#n (R17, reign_owner.json).
+// ok is false for a base of 0 or more than 239 bytes, or a reign outside 1..=2^53-1: refused,
+// never truncated.
+//
+// Why a new owner per reign: every command the loop abandons may still execute later (the
+// kernel delivers bytes already written, even after the connection was closed). With one
+// owner for every reign, a new reign's ACQUIRE could be an idempotent refresh of the old
+// reign's lease (same token), and that reign's abandoned RELEASE, landing late, would free
+// the NEW reign while it acts. Under base#n the stale RELEASE names base#(n-1): it answers 0.
+func reignOwner(base string, reign int64) (string, bool) {
+	if base == "" || len(base) > maxBaseBytes || reign < 1 || reign > maxReign {
+		return "", false
+	}
+	return base + "#" + strconv.FormatInt(reign, 10), true
+}
+
+// reignEvent is an event of the election loop, as far as the reign counter cares.
+type reignEvent int
+
+const (
+	evGranted     reignEvent = iota // a grant the loop leads on
+	evUnconfirmed                   // a grant it may not use (late, replicas_not_acked)
+	evNotGranted                    // nil: BLOCK timed out
+	evError                         // an error or a timeout (the grant may have happened)
+	evSteppedDown                   // leadership ended, for any reason
+)
+
+// nextReign is the reign counter after ev (next_reign.json). Only a step-down advances it.
+//
+// Why nothing else: within one campaign the R7/R11/R16 re-asks must reach the SAME owner, so
+// that the server refreshes the campaign's own grant (possibly one we never saw the reply of)
+// instead of waiting for it to expire.
+func nextReign(reign int64, ev reignEvent) int64 {
+	if ev == evSteppedDown && reign < math.MaxInt64 {
+		return reign + 1
+	}
+	return reign
 }

@@ -11,16 +11,30 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis-lease/redis-lease/clients/go/internal/hooks"
 )
+
+func init() {
+	// The conformance elector's negative control only (see internal/hooks); not public API.
+	hooks.ReuseOwner = func(x any) { x.(*Elector).reuseOwner = true }
+}
 
 // Elector campaigns for one lease key. Create it with NewElector, then call Run.
 type Elector struct {
-	cfg   Config
-	p     params
-	owner string
-	tr    *transport
-	log   *slog.Logger
-	m     Metrics
+	cfg  Config
+	p    params
+	base string // Config.Owner: unique per process incarnation
+	tr   *transport
+	log  *slog.Logger
+	m    Metrics
+
+	// reign numbers this elector's reigns (R17): the owner on the wire is base#reign. Only
+	// Run's goroutine touches it; it survives Run so that a second Run starts a new reign.
+	reign int64
+	// reuseOwner: never advance reign (the pre-R17 behaviour). Only the conformance elector's
+	// negative control sets it, through internal/hooks.
+	reuseOwner bool
 
 	running atomic.Bool
 
@@ -33,6 +47,8 @@ type Elector struct {
 	lastLeader string
 
 	redisUp int // -1 unknown, 0 unreachable, 1 reachable; only Run's goroutine touches it
+
+	tasks runningTasks // OnStartedLeading calls that have not returned (health.go)
 }
 
 // StopError is the cause (context.Cause) of the cancellation of OnStartedLeading's context.
@@ -61,8 +77,9 @@ func NewElector(cfg Config) (*Elector, error) {
 	return &Elector{
 		cfg:     cfg,
 		p:       p,
-		owner:   cfg.Owner,
-		tr:      &transport{client: cfg.Client, key: cfg.Key, owner: cfg.Owner, ttlMillis: p.TTLMillis},
+		base:    cfg.Owner,
+		reign:   1,
+		tr:      &transport{client: cfg.Client, key: cfg.Key, ttlMillis: p.TTLMillis},
 		log:     log.With("key", cfg.Key, "owner", cfg.Owner),
 		m:       m,
 		redisUp: -1,
@@ -79,26 +96,35 @@ func Run(ctx context.Context, cfg Config) error {
 	return e.Run(ctx)
 }
 
-// Owner is this elector's owner id.
-func (e *Elector) Owner() string { return e.owner }
+// Owner is this elector's owner id (Config.Owner or the default): the base of the owner the
+// server sees, which is Owner()+"#"+n for this elector's reign n (protocol R17: a new owner
+// for every reign, so that a late command of an earlier reign cannot touch a later one).
+// LEASE.GET, GetLeader and OnNewLeader report the owner as the server has it.
+func (e *Elector) Owner() string { return e.base }
 
 // IsLeader reports whether this instance leads right now: a term is running, its task has
 // not been told to stop, and the stop point (deadline - StopBudget) is still ahead on the
 // monotonic clock. It reads the clock on every call, so it is right even as the first
 // instruction after the process was paused, before any timer had a chance to fire. Call it
-// between the steps of work that cannot be fenced.
+// between the steps of work that cannot be fenced. On Linux the clock is CLOCK_BOOTTIME, so
+// it is right after a suspend of the host too (timers and contexts are not: they run on Go's
+// clock, which stops during a suspend).
 func (e *Elector) IsLeader() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.leading && time.Now().Before(stopAt(e.p, e.deadline))
+	return e.leading && now().Before(stopAt(e.p, e.deadline))
 }
 
 // Deadline is the current term's local deadline (a time.Time with a monotonic reading;
-// compare it with time.Now()), and false when not leading.
+// compare it with time.Now(); converted from the elector's clock at each call), and the zero
+// time and false when not leading.
 func (e *Elector) Deadline() (time.Time, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.deadline, e.leading
+	if !e.leading {
+		return time.Time{}, false
+	}
+	return toGo(e.deadline), true
 }
 
 // Token is the current term's fencing token, 0 when not leading.
@@ -132,6 +158,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer e.running.Store(false)
+	defer e.tr.openOwn()()
 	if e.cfg.Callbacks.OnNewLeader != nil {
 		obsCtx, stopObs := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -149,6 +176,13 @@ func (e *Elector) Run(ctx context.Context) error {
 }
 
 func (e *Elector) campaign(ctx context.Context) error {
+	// R17: one owner for this whole campaign (its re-asks must refresh its own grant), a new
+	// one after every step-down.
+	owner, ok := reignOwner(e.base, e.reign)
+	if !ok {
+		// Validate refused a bad base; only 2^53-1 reigns could get here.
+		return fmt.Errorf("lease: reign %d of owner %q cannot be numbered (R17)", e.reign, e.base)
+	}
 	var attempt uint32
 	// A grant the server gave us that we may not use (too late, or not acknowledged by
 	// replicas). It is ours on the server, so we re-ask WITHOUT BLOCK: the same owner gets a
@@ -157,7 +191,7 @@ func (e *Elector) campaign(ctx context.Context) error {
 	for {
 		if ctx.Err() != nil {
 			if unconfirmed != 0 {
-				e.releaseToken(unconfirmed)
+				e.releaseToken(owner, unconfirmed)
 			}
 			return nil
 		}
@@ -168,10 +202,10 @@ func (e *Elector) campaign(ctx context.Context) error {
 		opCtx, cancelOp := context.WithTimeout(context.Background(), limit)
 		// Why the instant is taken before sending: the deadline must count from no later than
 		// the moment the server starts the TTL.
-		sentAt := time.Now()
+		sentAt := now()
 		go func() {
 			defer cancelOp()
-			ch <- e.tr.acquire(opCtx, e.p, e.p.BlockTimeout, hasBlock, limit, blockedID.Store)
+			ch <- e.tr.acquire(opCtx, owner, e.p, e.p.BlockTimeout, hasBlock, limit, blockedID.Store)
 		}()
 		var res acquireResult
 		timer := time.NewTimer(limit)
@@ -186,23 +220,32 @@ func (e *Elector) campaign(ctx context.Context) error {
 			res = acquireResult{Err: &cmdError{Kind: KindTimeout, Msg: "no reply within " + limit.String()}, Acked: -1}
 		case <-ctx.Done():
 			timer.Stop()
-			e.abandonAcquire(ch, blockedID.Load(), cancelOp)
+			e.abandonAcquire(owner, ch, blockedID.Load(), cancelOp)
 			return nil
 		}
 		timer.Stop()
-		now := time.Now()
+		recvAt := now()
 		e.observe("acquire", res.Err)
-		d := onAcquire(e.p, sentAt, now, res)
+		d := onAcquire(e.p, sentAt, recvAt, res)
 		switch d.Action {
 		case actLead:
 			attempt, unconfirmed = 0, 0
 			e.m.Acquire("granted")
-			reason, err := e.lead(ctx, d.Token, d.Deadline, d.NextRenew)
+			reason, err := e.lead(ctx, owner, d.Token, d.Deadline, d.NextRenew)
+			// R17: the reign is over, whatever the reason. Why before anything else: a RENEW
+			// or RELEASE of this reign we gave up on may still execute; the next campaign
+			// must not be a refresh of this reign's lease that such a command could end.
+			if !e.reuseOwner {
+				e.reign = nextReign(e.reign, evSteppedDown)
+			}
 			if err != nil {
 				return err
 			}
 			if reason == ReasonResigned || reason == ReasonTaskExited {
 				return nil
+			}
+			if owner, ok = reignOwner(e.base, e.reign); !ok {
+				return fmt.Errorf("lease: reign %d of owner %q cannot be numbered (R17)", e.reign, e.base)
 			}
 		case actUnconfirmed:
 			attempt, unconfirmed = 0, d.Token
@@ -218,7 +261,7 @@ func (e *Elector) campaign(ctx context.Context) error {
 		case actNotGranted:
 			attempt, unconfirmed = 0, 0
 			e.m.Acquire("not_granted")
-			e.pause(ctx, notGrantedPause(e.p, e.p.BlockTimeout, hasBlock, sentAt, now, rand.Float64()))
+			e.pause(ctx, notGrantedPause(e.p, e.p.BlockTimeout, hasBlock, sentAt, recvAt, rand.Float64()))
 		case actGrace:
 			e.m.Acquire("grace")
 			e.log.Info("server in grace period; waiting", "grace_ms", d.Wait.Milliseconds())
@@ -239,7 +282,7 @@ func (e *Elector) campaign(ctx context.Context) error {
 // the abandoned ask may still be granted (a BLOCK woken right now), which would leave the
 // lease held by an owner that no longer campaigns until its TTL runs out. So end the block
 // (CLIENT UNBLOCK: the module answers nil), read the answer, and release whatever we got.
-func (e *Elector) abandonAcquire(ch <-chan acquireResult, blockedID int64, cancelOp context.CancelFunc) {
+func (e *Elector) abandonAcquire(owner string, ch <-chan acquireResult, blockedID int64, cancelOp context.CancelFunc) {
 	if blockedID != 0 {
 		within(context.Background(), e.p.OpTimeout, func(c context.Context) bool {
 			return e.tr.unblock(c, blockedID, e.p.OpTimeout)
@@ -254,14 +297,14 @@ func (e *Elector) abandonAcquire(ch <-chan acquireResult, blockedID int64, cance
 	case r := <-ch:
 		if r.Err == nil {
 			if r.Token != 0 {
-				e.releaseToken(r.Token)
+				e.releaseToken(owner, r.Token)
 			}
 			return
 		}
 	case <-t.C:
 	}
 	// No answer (or an error: it may have been granted anyway): look, release if ours.
-	e.releaseStray()
+	e.releaseStray(owner)
 }
 
 // taskEnd is how OnStartedLeading ended.
@@ -271,26 +314,29 @@ type taskEnd struct {
 }
 
 // lead runs one term: starts the task, renews, steps down. Returns why it ended.
-func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew time.Time) (StopReason, error) {
+func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline, nextRenew time.Time) (StopReason, error) {
 	// Not derived from ctx's cancellation: on resign the loop first publishes "not leader",
-	// then cancels the task, in that order (see the step-down below). Values are kept.
-	taskCtx, cancelTask := context.WithCancelCause(context.WithoutCancel(ctx))
+	// then cancels the task, in that order (see the step-down below). Values are kept. Its
+	// Err() and Deadline() read the clock (taskctx.go): right even before this loop runs.
+	taskCtx, cancelTask := newTaskContext(context.WithoutCancel(ctx), e.p, deadline)
 	defer cancelTask(nil)
 
 	e.mu.Lock()
 	e.leading, e.token, e.deadline = true, token, deadline
 	e.mu.Unlock()
-	e.m.Leader(token, deadline, "acquired")
-	e.log.Info("became leader", "token", token, "reason", "acquired", "lead_ms", time.Until(deadline).Milliseconds())
-	e.newLeader(e.owner)
+	e.m.Leader(token, toGo(deadline), "acquired")
+	e.log.Info("became leader", "token", token, "reason", "acquired", "reign", e.reign, "lead_ms", until(deadline).Milliseconds())
+	e.newLeader(owner)
 
 	done := make(chan taskEnd, 1)
+	e.tasks.add(taskCtx, token)
 	go func() {
 		var end taskEnd
 		defer func() {
 			if r := recover(); r != nil {
 				end = taskEnd{panicked: true, value: r}
 			}
+			e.tasks.remove(taskCtx)
 			done <- end
 		}()
 		e.cfg.Callbacks.OnStartedLeading(taskCtx, token)
@@ -306,15 +352,15 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 		if ctx.Err() != nil {
 			return ReasonResigned
 		}
-		if mustStop(e.p, deadline, time.Now()) {
+		if mustStop(e.p, deadline, now()) {
 			return ReasonDeadline
 		}
 		return ReasonTaskExited
 	}
 	for reason == "" {
 		stop := stopAt(e.p, deadline)
-		stopT := time.NewTimer(time.Until(stop))
-		renewT := time.NewTimer(time.Until(nextRenew))
+		stopT := time.NewTimer(until(stop))
+		renewT := time.NewTimer(until(nextRenew))
 		select {
 		// Past the stop point nothing else matters, not even a renewal that could still
 		// succeed: the task would be running on an unbacked lease.
@@ -331,7 +377,7 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 		if reason != "" {
 			break
 		}
-		sentAt := time.Now()
+		sentAt := now()
 		// Why: this may be the first instruction after a long pause (SIGSTOP, GC, VM freeze);
 		// re-check the clock before trusting the leadership we think we have. (Two ready
 		// timers are picked at random by select, so the stop timer may have lost the race.)
@@ -344,10 +390,10 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 		opCtx, cancelOp := context.WithTimeout(context.Background(), limit)
 		go func() {
 			defer cancelOp()
-			ch <- e.tr.renew(opCtx, e.p, token, limit)
+			ch <- e.tr.renew(opCtx, owner, e.p, token, limit)
 		}()
 		var res renewResult
-		stopT = time.NewTimer(time.Until(stop))
+		stopT = time.NewTimer(until(stop))
 		limitT := time.NewTimer(limit)
 		select {
 		case <-stopT.C:
@@ -369,29 +415,30 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 		if reason != "" {
 			break
 		}
-		now := time.Now()
+		recvAt := now()
 		e.observe("renew", res.Err)
-		d := onRenew(e.p, deadline, sentAt, now, res)
+		d := onRenew(e.p, deadline, sentAt, recvAt, res)
 		switch d.Action {
 		case renRenewed:
-			e.m.Renew("renewed", now.Sub(sentAt))
+			e.m.Renew("renewed", recvAt.Sub(sentAt))
 			deadline, nextRenew = d.Deadline, d.NextRenew
 			e.mu.Lock()
 			e.deadline = deadline
 			e.mu.Unlock()
-			e.m.Deadline(deadline)
+			taskCtx.setDeadline(deadline)
+			e.m.Deadline(toGo(deadline))
 		case renStepDown:
 			if d.Reason == ReasonRenewRejected {
-				e.m.Renew("rejected", now.Sub(sentAt))
+				e.m.Renew("rejected", recvAt.Sub(sentAt))
 			} else {
-				e.m.Renew("error", now.Sub(sentAt))
+				e.m.Renew("error", recvAt.Sub(sentAt))
 			}
 			reason = d.Reason
 		case renRetry:
 			if d.Why == "replicas_not_acked" {
-				e.m.Renew("unconfirmed", now.Sub(sentAt))
+				e.m.Renew("unconfirmed", recvAt.Sub(sentAt))
 			} else {
-				e.m.Renew("error", now.Sub(sentAt))
+				e.m.Renew("error", recvAt.Sub(sentAt))
 			}
 			e.log.Debug("renewal did not count; retrying", "token", token, "reason", d.Why)
 			nextRenew = d.At
@@ -414,7 +461,7 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 		// The task was told at the stop point; the lease is backed until the deadline, so
 		// wait for it until then. Why release only after: the lease must stay ours until our
 		// task has stopped, or the next leader could start while we still work.
-		wait := time.Until(deadline)
+		wait := until(deadline)
 		if wait <= 0 {
 			// We were paused past the deadline (SIGSTOP, GC, VM freeze): the task has had no
 			// chance to see its context yet. Give it the stop budget it was promised before
@@ -436,7 +483,7 @@ func (e *Elector) lead(ctx context.Context, token int64, deadline, nextRenew tim
 	// force); the lease then ends on the server's own expiry, a little after our deadline,
 	// which keeps a successor out as long as anything can.
 	if taskFinished && releaseAfter(reason) {
-		e.releaseToken(token)
+		e.releaseToken(owner, token)
 	}
 	if cb := e.cfg.Callbacks.OnStoppedLeading; cb != nil {
 		cb(reason)
@@ -488,9 +535,9 @@ type releaseReply struct {
 
 // releaseToken: best-effort LEASE.RELEASE, bounded by OpTimeout. If it fails the lease
 // simply expires on the server.
-func (e *Elector) releaseToken(token int64) {
+func (e *Elector) releaseToken(owner string, token int64) {
 	r, ok := within(context.Background(), e.p.OpTimeout, func(c context.Context) releaseReply {
-		released, err := e.tr.release(c, token)
+		released, err := e.tr.release(c, owner, token, e.p.OpTimeout)
 		return releaseReply{released, err}
 	})
 	if !ok {
@@ -511,7 +558,7 @@ type getReply struct {
 
 func (e *Elector) getLease() (*leaseInfo, *cmdError) {
 	r, ok := within(context.Background(), e.p.OpTimeout, func(c context.Context) getReply {
-		info, err := e.tr.get(c)
+		info, err := e.tr.get(c, e.p.OpTimeout)
 		return getReply{info, err}
 	})
 	if !ok {
@@ -520,12 +567,12 @@ func (e *Elector) getLease() (*leaseInfo, *cmdError) {
 	return r.info, r.err
 }
 
-// releaseStray: after leaving with an ACQUIRE whose outcome we do not know, look at the
-// lease and release it if it is ours.
-func (e *Elector) releaseStray() {
+// releaseStray: after leaving with an ACQUIRE of this campaign's owner whose outcome we do not
+// know, look at the lease and release it if that owner holds it.
+func (e *Elector) releaseStray(owner string) {
 	info, err := e.getLease()
-	if err == nil && info != nil && info.Owner == e.owner {
-		e.releaseToken(info.Token)
+	if err == nil && info != nil && info.Owner == owner {
+		e.releaseToken(owner, info.Token)
 	}
 }
 

@@ -75,6 +75,12 @@ type runner struct {
 
 func startElector(t testing.TB, name string, cfg Config) *runner {
 	t.Helper()
+	return startElectorWith(t, name, cfg, nil)
+}
+
+// startElectorWith calls prepare (if not nil) on the Elector before Run.
+func startElectorWith(t testing.TB, name string, cfg Config, prepare func(*Elector)) *runner {
+	t.Helper()
 	r := &runner{t: t, done: make(chan error, 1), started: make(chan term, 16), ended: make(chan term, 16),
 		stopped: make(chan StopReason, 16), metrics: newCountingMetrics()}
 	cfg.Logger = testLogger(t, name)
@@ -97,6 +103,9 @@ func startElector(t testing.TB, name string, cfg Config) *runner {
 		t.Fatal(err)
 	}
 	r.e = e
+	if prepare != nil {
+		prepare(e)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- e.Run(ctx) }()
@@ -146,7 +155,7 @@ func waitReason(t testing.TB, ch <-chan StopReason, limit time.Duration) StopRea
 func leaseOwner(t testing.TB, c *redis.Client, key string) string {
 	t.Helper()
 	tr := &transport{client: c, key: key}
-	info, err := tr.get(context.Background())
+	info, err := tr.get(context.Background(), time.Second)
 	if err != nil {
 		t.Fatalf("LEASE.GET: %v", err)
 	}
@@ -167,8 +176,8 @@ func TestLeadRenewAndReleaseOnCancel(t *testing.T) {
 	if !r.e.IsLeader() || r.e.Token() != tm.token {
 		t.Fatalf("IsLeader %v Token %d, want true %d", r.e.IsLeader(), r.e.Token(), tm.token)
 	}
-	if got := leaseOwner(t, c, "k:smoke"); got != r.e.Owner() {
-		t.Fatalf("server says owner %q, want %q", got, r.e.Owner())
+	if got := leaseOwner(t, c, "k:smoke"); got != r.e.Owner()+"#1" {
+		t.Fatalf("server says owner %q, want %q#1", got, r.e.Owner())
 	}
 	// Three renew intervals: the deadline must have moved forward on renewals.
 	time.Sleep(1100 * time.Millisecond)
@@ -272,7 +281,7 @@ func TestLateGrantIsReasked(t *testing.T) {
 	if left := tb.deadline.Sub(tb.startedAt); left < 700*time.Millisecond {
 		t.Fatalf("only %v of leadership left after the re-ask", left)
 	}
-	if got := leaseOwner(t, c, "k:late"); got != b.e.Owner() {
+	if got := leaseOwner(t, c, "k:late"); got != b.e.Owner()+"#1" {
 		t.Fatalf("server owner %q, want b", got)
 	}
 }
@@ -421,7 +430,23 @@ func TestOverrunningTaskIsNotReleasedFor(t *testing.T) {
 	if n := m.get("overrun"); n != 1 {
 		t.Fatalf("overrun counted %d times, want 1", n)
 	}
-	if owner != cfg.Owner {
-		t.Fatalf("right after the deadline the lease is held by %q, want %q (not released)", owner, cfg.Owner)
+	if owner != cfg.Owner+"#1" {
+		t.Fatalf("right after the deadline the lease is held by %q, want %q#1 (not released)", owner, cfg.Owner)
+	}
+}
+
+// R17: the owner is the base of base#reign, whose every reign must fit 256 bytes: a base of
+// 240 bytes is refused (the shared config_validate rule alone allows 256), 239 is accepted.
+func TestConfigRefusesABaseThatCannotCarryAReign(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	task := func(context.Context, int64) {}
+	for _, n := range []int{239, 240, 256} {
+		_, err := NewElector(Config{Client: c, Key: "k", TTL: time.Second, Owner: strings.Repeat("x", n), Callbacks: Callbacks{OnStartedLeading: task}})
+		var ce *ConfigError
+		refused := errors.As(err, &ce) && ce.Rule == "owner"
+		if refused != (n > 239) {
+			t.Errorf("owner of %d bytes: %v", n, err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"log"
 	"os"
 	"os/signal"
@@ -12,20 +13,30 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+func buildReport() string                        { return "report" }
 func doOneStep(ctx context.Context, token int64) { _, _ = ctx, token }
 
-// The README's example (compiled, not run).
+// The README's example, line for line (TestReadmeExampleIsTheExample checks it); compiled,
+// not run.
 func ExampleNewElector() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	rdb := redis.NewClient(&redis.Options{Addr: "10.0.0.5:6379"})
 	var e *lease.Elector
 	e, err := lease.NewElector(lease.Config{
-		Client: rdb, Key: "jobs/nightly-report", TTL: 10 * time.Second,
+		Client: rdb, Key: "{jobs}:nightly-report", TTL: 10 * time.Second,
 		Callbacks: lease.Callbacks{
 			OnStartedLeading: func(ctx context.Context, token int64) {
-				for ctx.Err() == nil { // cancelled StopBudget (TTL/5) before the local deadline
-					// Carry token to the resource (LEASE.FENCE, a token column it checks...).
+				// ctx.Err() reads the clock: DeadlineExceeded from the stop point on
+				// (StopBudget = TTL/5 before the local deadline), even right after a pause.
+				for ctx.Err() == nil {
+					// A write into the same Redis, fenced: the server runs SET only if token
+					// is still the live lease's token (keys in the lease key's slot).
+					err := e.Fence(ctx, token, "SET", "{jobs}:report", buildReport()).Err()
+					var fenced *lease.FencedError
+					if errors.As(err, &fenced) {
+						return // a later term holds the lease; nothing was written
+					}
 					// Work that cannot be fenced: check right before each step.
 					if !e.IsLeader() {
 						return
@@ -40,5 +51,5 @@ func ExampleNewElector() {
 	if err != nil {
 		log.Fatal(err) // *lease.ConfigError names the broken rule
 	}
-	_ = e.Run(ctx) // on SIGTERM: task cancelled, waited for, lease released, Run returns
+	_ = e.Run(ctx) // on SIGTERM or Ctrl-C: task cancelled, waited for, lease released
 }

@@ -2,7 +2,7 @@ package lease
 
 import "time"
 
-// Metrics receives what an Elector counts. The optional module
+// Metrics receives what an Elector counts. The optional package
 // github.com/redis-lease/redis-lease/clients/go/leaseprom implements it with
 // prometheus/client_golang under the metric names of every redis-lease client:
 //

@@ -3,7 +3,9 @@ package lease
 // A leader PROCESS is paused with SIGSTOP past its TTL while a follower takes over; after
 // SIGCONT it must not act again: its context is cancelled with reason deadline (it stepped
 // down on its own clock, without even sending a RENEW that the server would refuse) and no
-// IsLeader() check passes after the pause.
+// IsLeader() check passes after the pause. At its first check after the pause, the task's
+// context already reports the stop point: Err() is DeadlineExceeded and Deadline() is past
+// (issue 33), whichever goroutine the runtime ran first.
 //
 // The paused process is this test binary re-executed as a helper (TestMain), so the test
 // needs nothing but `go test`.
@@ -45,7 +47,10 @@ func monoNS() int64 {
 // helperLeader campaigns on $LEASE_HELPER_ADDR / $LEASE_HELPER_KEY and, while leader, "acts"
 // every 10 ms after an IsLeader() check, printing one line per event on stdout:
 //
-//	grant TOKEN T | act TOKEN T STOP_NS | stop TOKEN T CAUSE | stopped REASON T
+//	grant TOKEN T | act TOKEN T STOP_NS | stop TOKEN T CAUSE ERR PAST_US LEADER | stopped REASON T
+//
+// stop: what the task saw at the check that ended it: ctx.Err() (nil, canceled,
+// deadline_exceeded), how far ctx.Deadline() was in the past (µs, negative = ahead), IsLeader().
 //
 // T is CLOCK_MONOTONIC ns. For act, T is read BEFORE the check, so an act line with T after
 // SIGCONT means a check passed after the pause.
@@ -66,8 +71,12 @@ func helperLeader() int {
 				say("grant %d %d", token, monoNS())
 				for {
 					before := monoNS()
-					if ctx.Err() != nil || !e.IsLeader() {
-						say("stop %d %d %s", token, monoNS(), strings.ReplaceAll(fmt.Sprint(context.Cause(ctx)), " ", "_"))
+					err, leader := ctx.Err(), e.IsLeader()
+					if err != nil || !leader {
+						dl, _ := ctx.Deadline()
+						errs := map[error]string{nil: "nil", context.Canceled: "canceled", context.DeadlineExceeded: "deadline_exceeded"}[err]
+						say("stop %d %d %s %s %d %v", token, monoNS(), strings.ReplaceAll(fmt.Sprint(context.Cause(ctx)), " ", "_"),
+							errs, time.Since(dl).Microseconds(), leader)
 						return
 					}
 					d, _ := e.Deadline()
@@ -95,6 +104,7 @@ type helperEvent struct {
 	token int64
 	t     int64
 	extra string
+	more  []string
 }
 
 func TestSIGSTOPLeaderProcess(t *testing.T) {
@@ -138,6 +148,7 @@ func TestSIGSTOPLeaderProcess(t *testing.T) {
 				ev.t, _ = strconv.ParseInt(f[2], 10, 64)
 				if len(f) > 3 {
 					ev.extra = f[3]
+					ev.more = f[4:]
 				}
 			}
 			mu.Lock()
@@ -189,7 +200,7 @@ func TestSIGSTOPLeaderProcess(t *testing.T) {
 	if !b.e.IsLeader() {
 		t.Fatal("b lost leadership after the helper woke up")
 	}
-	if got := leaseOwner(t, c, key); got != b.e.Owner() {
+	if got := leaseOwner(t, c, key); got != b.e.Owner()+"#1" {
 		t.Fatalf("server owner %q, want b", got)
 	}
 
@@ -216,7 +227,10 @@ func TestSIGSTOPLeaderProcess(t *testing.T) {
 			if ev.t < tCont {
 				t.Errorf("helper's task stopped before SIGCONT?")
 			}
-			t.Logf("helper task stopped %.1f ms after SIGCONT, cause %s", float64(ev.t-tCont)/1e6, ev.extra)
+			t.Logf("helper task stopped %.1f ms after SIGCONT, cause %s; its ctx.Err() %v", float64(ev.t-tCont)/1e6, ev.extra, ev.more)
+			if len(ev.more) != 3 || ev.more[0] != "deadline_exceeded" || strings.HasPrefix(ev.more[1], "-") || ev.more[2] != "false" {
+				t.Errorf("at its first check after the pause the task saw ctx.Err(), µs past ctx.Deadline(), IsLeader() = %v; want deadline_exceeded, >= 0, false", ev.more)
+			}
 		}
 	}
 	if acts == 0 || stops != 1 {

@@ -125,7 +125,7 @@ func TestFailoverClient(t *testing.T) {
 	t.Cleanup(func() { fc.Close() })
 	a := startElector(t, "a", Config{Client: fc, Key: "k:sentinel", TTL: time.Second})
 	waitTerm(t, a.started, 10*time.Second, "a leading via Sentinel")
-	if got := leaseOwner(t, primary.client(t), "k:sentinel"); got != a.e.Owner() {
+	if got := leaseOwner(t, primary.client(t), "k:sentinel"); got != a.e.Owner()+"#1" {
 		t.Fatalf("primary says owner %q, want a", got)
 	}
 	b := startElector(t, "b", Config{Client: fc, Key: "k:sentinel", TTL: time.Second})

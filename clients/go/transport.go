@@ -10,6 +10,15 @@ package lease
 //     was read, and it closes (never reuses) a connection whose read failed or timed out
 //     (isBadConn(err, allowTimeout=false)). So a late reply, say a grant from a BLOCK we gave
 //     up on, is never read as the reply to a later command.
+//   - Every read and write is bounded by the op limit, never by the client's ReadTimeout
+//     (3 s by default): go-redis ends a read at the context's deadline only with
+//     ContextTimeoutEnabled, which is off by default. Why: a call the loop gave up on would
+//     otherwise keep one of the application's pooled connections busy for the ReadTimeout,
+//     several per lost term (issue 25 item 9). A *redis.Client (also Sentinel's) is used
+//     through WithTimeout(limit), a clone sharing the pool whose read/write timeouts are the
+//     limit; a *redis.ClusterClient through the elector's own ClusterClient (same options,
+//     ContextTimeoutEnabled on; made by Run, closed when Run returns), so the application's
+//     node pools are not used at all. Other UniversalClients are used as given.
 //   - A BLOCKing LEASE.ACQUIRE must not hit the client's ReadTimeout (default 3 s, below the
 //     default 5 s BLOCK; go-redis extends the read deadline only for the blocking commands it
 //     knows, BLPOP and friends, not for a module command sent with Do). So blocking asks go
@@ -26,16 +35,52 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 type transport struct {
-	client    redis.UniversalClient
+	client    redis.UniversalClient               // the application's
+	own       atomic.Pointer[redis.ClusterClient] // Cluster: the elector's own (see above)
 	key       string
-	owner     string
 	ttlMillis int64
+	// noClientID: CLIENT ID was refused (NOPERM: docs/security.md's least-privilege user
+	// does not have it); do not ask again on every blocking ask.
+	noClientID atomic.Bool
+}
+
+// openOwn makes the elector's own ClusterClient when the application's is one; the returned
+// function closes it. Calls still running on it when it is closed fail, which is fine: the
+// loop has given up on them.
+func (t *transport) openOwn() (closeOwn func()) {
+	cc, ok := t.client.(*redis.ClusterClient)
+	if !ok {
+		return func() {}
+	}
+	opt := *cc.Options()
+	opt.ContextTimeoutEnabled = true
+	own := redis.NewClusterClient(&opt)
+	t.own.Store(own)
+	return func() {
+		t.own.CompareAndSwap(own, nil)
+		_ = own.Close()
+	}
+}
+
+// plain returns the client for a command that needs no dedicated connection, with every read
+// and write bounded by limit.
+func (t *transport) plain(limit time.Duration) redis.UniversalClient {
+	switch c := t.client.(type) {
+	case *redis.Client:
+		return c.WithTimeout(limit)
+	case *redis.ClusterClient:
+		if own := t.own.Load(); own != nil {
+			return own
+		}
+	}
+	return t.client
 }
 
 // canPinNode: whether the client can hand out a connection to the key's primary.
@@ -54,6 +99,9 @@ func (t *transport) node(ctx context.Context, limit time.Duration) (*redis.Clien
 	case *redis.Client: // plain, and Sentinel's FailoverClient (its dialer follows the master)
 		return c.WithTimeout(limit), nil
 	case *redis.ClusterClient:
+		if own := t.own.Load(); own != nil {
+			c = own
+		}
 		n, err := c.MasterForKey(ctx, t.key)
 		if err != nil {
 			return nil, err
@@ -70,6 +118,9 @@ func (t *transport) redirected(e *cmdError) {
 		return
 	}
 	if cc, ok := t.client.(*redis.ClusterClient); ok && (strings.HasPrefix(e.Msg, "MOVED ") || strings.HasPrefix(e.Msg, "ASK ")) {
+		if own := t.own.Load(); own != nil {
+			cc = own
+		}
 		cc.ReloadState(context.Background())
 	}
 }
@@ -152,14 +203,14 @@ func wait(ctx context.Context, conn *redis.Conn, n int, ms int64) (int, *cmdErro
 // acquire sends LEASE.ACQUIRE key owner ttl [BLOCK ms] (+ WAIT when granted and p asks for
 // it). onClientID receives the server's id of the connection of a blocking ask before it is
 // sent (so that Run can CLIENT UNBLOCK it when its context is cancelled).
-func (t *transport) acquire(ctx context.Context, p params, block time.Duration, hasBlock bool, limit time.Duration, onClientID func(int64)) acquireResult {
-	args := []any{"LEASE.ACQUIRE", t.key, t.owner, t.ttlMillis}
+func (t *transport) acquire(ctx context.Context, owner string, p params, block time.Duration, hasBlock bool, limit time.Duration, onClientID func(int64)) acquireResult {
+	args := []any{"LEASE.ACQUIRE", t.key, owner, t.ttlMillis}
 	if hasBlock {
 		args = append(args, "BLOCK", wireMS(block))
 	}
 	n, waitMS, wantWait := waitFor(p)
 	if !hasBlock && !wantWait {
-		return parseToken(t.client.Do(ctx, args...).Result())
+		return parseToken(t.plain(limit).Do(ctx, args...).Result())
 	}
 	nc, err := t.node(ctx, limit)
 	if err != nil {
@@ -173,11 +224,18 @@ func (t *transport) acquire(ctx context.Context, p params, block time.Duration, 
 	conn := nc.Conn()
 	// Close gives the connection back to the pool, or drops it if a read failed.
 	defer conn.Close()
-	if hasBlock && onClientID != nil {
+	if hasBlock && onClientID != nil && !t.noClientID.Load() {
 		// Best effort (ACLs may forbid CLIENT ID): without it a cancelled Run just stops
-		// waiting for the blocked reply instead of unblocking it.
-		if id, err := conn.ClientID(ctx).Result(); err == nil {
+		// waiting for the blocked reply instead of unblocking it (and releases what it may
+		// have been granted after OpTimeout, see abandonAcquire). Refused once, never asked
+		// again by this elector: a permission granted later is used after a restart.
+		id, err := conn.ClientID(ctx).Result()
+		var re redis.Error
+		switch {
+		case err == nil:
 			onClientID(id)
+		case errors.As(err, &re) && strings.HasPrefix(re.Error(), "NOPERM"):
+			t.noClientID.Store(true)
 		}
 	}
 	r := parseToken(conn.Do(ctx, args...).Result())
@@ -193,11 +251,11 @@ func (t *transport) acquire(ctx context.Context, p params, block time.Duration, 
 }
 
 // renew sends LEASE.RENEW key owner token ttl (+ WAIT when renewed and p asks for it).
-func (t *transport) renew(ctx context.Context, p params, token int64, limit time.Duration) renewResult {
-	args := []any{"LEASE.RENEW", t.key, t.owner, token, t.ttlMillis}
+func (t *transport) renew(ctx context.Context, owner string, p params, token int64, limit time.Duration) renewResult {
+	args := []any{"LEASE.RENEW", t.key, owner, token, t.ttlMillis}
 	n, waitMS, wantWait := waitFor(p)
 	if !wantWait {
-		v, err := t.client.Do(ctx, args...).Result()
+		v, err := t.plain(limit).Do(ctx, args...).Result()
 		ok, cerr := parse01("LEASE.RENEW", v, err)
 		return renewResult{Renewed: ok, Acked: -1, Err: cerr}
 	}
@@ -225,8 +283,8 @@ func (t *transport) renew(ctx context.Context, p params, token int64, limit time
 }
 
 // release sends LEASE.RELEASE key owner token: true if it was held and is now free.
-func (t *transport) release(ctx context.Context, token int64) (bool, *cmdError) {
-	v, err := t.client.Do(ctx, "LEASE.RELEASE", t.key, t.owner, token).Result()
+func (t *transport) release(ctx context.Context, owner string, token int64, limit time.Duration) (bool, *cmdError) {
+	v, err := t.plain(limit).Do(ctx, "LEASE.RELEASE", t.key, owner, token).Result()
 	return parse01("LEASE.RELEASE", v, err)
 }
 
@@ -250,8 +308,8 @@ type leaseInfo struct {
 
 // get sends LEASE.GET key: nil when no live lease. RESP2 replies [owner, token, pttl], RESP3
 // a map with keys owner, token, pttl (go-redis speaks RESP3 by default).
-func (t *transport) get(ctx context.Context) (*leaseInfo, *cmdError) {
-	v, err := t.client.Do(ctx, "LEASE.GET", t.key).Result()
+func (t *transport) get(ctx context.Context, limit time.Duration) (*leaseInfo, *cmdError) {
+	v, err := t.plain(limit).Do(ctx, "LEASE.GET", t.key).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}

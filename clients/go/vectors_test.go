@@ -419,6 +419,23 @@ var deciders = map[string]decider{
 		}
 		return map[string]any{"release": releaseAfter(r)}
 	},
+	"reign_owner": func(t vt, where string, _ params, in *input) map[string]any {
+		// Read as an exact int64 (never a float): 2^53 itself must reach the function.
+		o, ok := reignOwner(in.str("owner"), in.int("reign"))
+		if !ok {
+			return map[string]any{"reign_owner": nil}
+		}
+		return map[string]any{"reign_owner": o}
+	},
+	"next_reign": func(t vt, where string, _ params, in *input) map[string]any {
+		events := map[string]reignEvent{"granted": evGranted, "unconfirmed": evUnconfirmed,
+			"not_granted": evNotGranted, "error": evError, "stepped_down": evSteppedDown}
+		ev, ok := events[in.str("event")]
+		if !ok {
+			t.Fatalf("%s: unknown event %q", where, in.str("event"))
+		}
+		return map[string]any{"reign": nextReign(in.int("reign"), ev)}
+	},
 }
 
 // compare checks every key of expect against got (and that got has no key expect lacks).

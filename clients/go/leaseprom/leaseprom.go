@@ -13,8 +13,8 @@
 //	lease_redis_up                          gauge 0/1: the last command reached Redis
 //	lease_task_overrun_total                counter: the task had not returned by the local deadline
 //
-// It is a separate Go module so that the core package does not force client_golang on
-// anyone who does not want it.
+// It is a package of the client's module (no second go.mod, no second replace): a program
+// that does not import it does not build client_golang.
 //
 //	m, err := leaseprom.New(prometheus.DefaultRegisterer, "jobs/report")
 //	cfg.Metrics = m

@@ -6,7 +6,11 @@
 // checks IsLeader(), prepares for 15 ms, writes "W <token> <id> <seq>" to the fencing
 // resource, and records everything as JSON lines with CLOCK_MONOTONIC nanoseconds.
 //
-//	lease-elector --id ID --redis URL --resource HOST:PORT --out PATH --ttl-ms N --key KEY --mode safe|ignore-deadline
+//	lease-elector --id ID --redis URL --resource HOST:PORT --out PATH --ttl-ms N --key KEY --mode safe|ignore-deadline|reuse-owner
+//
+// Modes ignore-deadline and reuse-owner are negative controls (docs/conformance.md): the
+// checker must catch them. reuse-owner works like safe but sends the same owner in every
+// reign (the behaviour before protocol R17), switched on through the module's internal hook.
 package main
 
 import (
@@ -28,6 +32,7 @@ import (
 	"unsafe"
 
 	lease "github.com/redis-lease/redis-lease/clients/go"
+	"github.com/redis-lease/redis-lease/clients/go/internal/hooks"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -200,7 +205,7 @@ func run() int {
 	out := fs.String("out", "", "history file (JSON lines, appended)")
 	ttlMS := fs.Int64("ttl-ms", 1000, "lease TTL in ms")
 	key := fs.String("key", "chaos:leader", "lease key")
-	mode := fs.String("mode", "safe", "safe | ignore-deadline")
+	mode := fs.String("mode", "safe", "safe | ignore-deadline | reuse-owner")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
@@ -208,7 +213,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "lease-elector: --id, --redis, --resource and --out are required")
 		return 2
 	}
-	if *mode != "safe" && *mode != "ignore-deadline" {
+	if *mode != "safe" && *mode != "ignore-deadline" && *mode != "reuse-owner" {
 		fmt.Fprintf(os.Stderr, "lease-elector: unknown --mode %s\n", *mode)
 		return 2
 	}
@@ -259,6 +264,9 @@ func run() int {
 		return 2
 	}
 	w.e = e
+	if *mode == "reuse-owner" {
+		hooks.ReuseOwner(e)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
