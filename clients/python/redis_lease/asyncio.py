@@ -33,10 +33,12 @@ class Lease:
     clock on every call.
     """
 
-    def __init__(self, term: _core.Term, key: str, owner: str) -> None:
+    def __init__(self, term: _core.Term, key: str) -> None:
         self._term = term
         self.key = key
-        self.owner = owner
+        self.owner = term.owner
+        """This reign's owner as the server sees it: the elector's owner, ``#``, the reign
+        number (R17), e.g. ``web-7-41873-9f2c41aa#3``."""
         self.stop_event = asyncio.Event()
 
     @property
@@ -134,7 +136,7 @@ class _Run:
             elif isinstance(op, _core.Sleep):
                 result = await self.sleep(op.until_us)
             elif isinstance(op, _core.StartTask):
-                self.lease = Lease(op.term, self.el.key, self.el.owner)
+                self.lease = Lease(op.term, self.el.key)
                 self.user_task = asyncio.ensure_future(self.task(self.lease))
                 result = None
             else:

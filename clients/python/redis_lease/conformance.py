@@ -2,7 +2,7 @@
 
     python -m redis_lease.conformance --id e3.1 --redis redis://127.0.0.1:PORT/ \\
         --resource 127.0.0.1:PORT --out history.jsonl --ttl-ms 1000 --key chaos:leader \\
-        --mode safe|ignore-deadline
+        --mode safe|ignore-deadline|reuse-owner
 
 History: JSON lines on CLOCK_MONOTONIC nanoseconds (``time.monotonic_ns()``), appended and
 flushed line by line. Library logs go to stderr.
@@ -147,7 +147,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--ttl-ms", type=int, default=1000)
     p.add_argument("--key", default="chaos:leader")
-    p.add_argument("--mode", choices=["safe", "ignore-deadline"], default="safe")
+    # reuse-owner: the negative control of R17 (docs/client-protocol.md), the safe work loop on
+    # an elector that keeps one owner across reigns; a late RELEASE can then end a new reign.
+    p.add_argument("--mode", choices=["safe", "ignore-deadline", "reuse-owner"], default="safe")
     a = p.parse_args(argv)
 
     logging.basicConfig(
@@ -164,6 +166,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     # "Redis back -> next grant", which the cap bounds.
     cfg = cfg.replace(backoff_max_us=max(a.ttl_ms * 1000, cfg.backoff_min_us))
     elector = Elector(a.redis, a.key, config=cfg, owner=owner)
+    if a.mode == "reuse-owner":
+        elector._core._reuse_owner = True  # private hook: the behaviour R17 forbids
     work = Work(a.id, a.resource, rec, a.ttl_ms / 1000.0, a.mode == "ignore-deadline")
 
     def on_term(signum: int, frame: Any) -> None:

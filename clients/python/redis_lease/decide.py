@@ -55,6 +55,11 @@ __all__ = [
     "must_stop",
     "release_after",
     "STEP_DOWN_REASONS",
+    "MAX_BASE_BYTES",
+    "MAX_REIGN",
+    "REIGN_EVENTS",
+    "reign_owner",
+    "next_reign",
 ]
 
 MS = 1000
@@ -508,3 +513,43 @@ def release_after(reason: str) -> bool:
     if reason not in STEP_DOWN_REASONS:
         raise ValueError(f"unknown step-down reason {reason!r}")
     return reason != "renew_rejected"
+
+
+# ---------------------------------------------------------------------------------------------
+# The owner of each reign (R17)
+
+MAX_BASE_BYTES = 239
+"""Longest owner base: ``base + '#' + 16 digits`` fits the server's default 256-byte owner."""
+
+MAX_REIGN = 2**53 - 1
+"""Largest reign number (exact in every client's number type, like a token)."""
+
+REIGN_EVENTS = ("granted", "unconfirmed", "not_granted", "error", "stepped_down")
+
+
+def reign_owner(base: str, reign: int) -> Optional[str]:
+    """The owner sent on the wire for reign ``reign``: ``base#reign``; None when the base is
+    empty or longer than :data:`MAX_BASE_BYTES` UTF-8 bytes, or the reign is out of
+    ``1..=MAX_REIGN`` (refused, never truncated).
+
+    Why a new owner per reign: every command the loop abandons (a RENEW or RELEASE that timed
+    out) may still execute later, even after its connection was closed. With the same owner a
+    new reign's first ACQUIRE would be an idempotent refresh of the old reign's lease (same
+    token), and the old reign's late RELEASE would then free the *new* reign while we act on
+    it. With ``base#n`` the late command names ``base#(n-1)`` and matches nothing.
+    """
+    n = len(base.encode("utf-8"))
+    if n == 0 or n > MAX_BASE_BYTES:
+        return None
+    if isinstance(reign, bool) or reign < 1 or reign > MAX_REIGN:
+        return None
+    return f"{base}#{reign}"
+
+
+def next_reign(reign: int, event: str) -> int:
+    """The reign counter after an event of the loop: only ``stepped_down`` (leaving the leader
+    state, whatever the reason) advances it. Why the others keep it: within one campaign the
+    R7/R16 re-asks (late grant, timed-out ACQUIRE) must refresh the campaign's *own* grant."""
+    if event not in REIGN_EVENTS:
+        raise ValueError(f"unknown reign event {event!r}")
+    return reign + 1 if event == "stepped_down" else reign

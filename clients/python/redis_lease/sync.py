@@ -31,10 +31,12 @@ class Lease:
     first thing after the process was paused.
     """
 
-    def __init__(self, term: _core.Term, key: str, owner: str) -> None:
+    def __init__(self, term: _core.Term, key: str) -> None:
         self._term = term
         self.key = key
-        self.owner = owner
+        self.owner = term.owner
+        """This reign's owner as the server sees it: the elector's owner, ``#``, the reign
+        number (R17), e.g. ``web-7-41873-9f2c41aa#3``."""
         self.stop_event = threading.Event()
 
     @property
@@ -160,7 +162,7 @@ class _Run:
 
     def start(self, term: _core.Term) -> None:
         el = self.el
-        lease = Lease(term, el.key, el.owner)
+        lease = Lease(term, el.key)
         box = self.box = _TaskBox()
         box.lease = lease
 
@@ -206,7 +208,9 @@ class Elector:
     ``redis``: a URL, a ``redis.Redis`` (also from ``Sentinel.master_for``), a
     ``redis.cluster.RedisCluster``, or a factory returning one (see ``redis_lease._connect``).
     ``ttl``: lease TTL in seconds (every other setting is derived from it), or pass a full
-    ``config``. ``owner``: unique per process incarnation (default ``host-pid-random``).
+    ``config``. ``owner``: the owner base, unique per process incarnation (default
+    ``host-pid-random``), 1..=239 bytes; each reign is sent as ``owner#n`` (n = 1, 2, ... one
+    more after every step-down), so a late command of an ended reign never matches a new one.
     ``metrics``: e.g. ``redis_lease.metrics.PrometheusMetrics()``. ``on_change``: called with
     a :class:`~redis_lease.Leadership` on every transition of this elector (from the loop's
     thread; keep it quick).
