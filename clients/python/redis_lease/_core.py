@@ -7,8 +7,9 @@ The loop is a generator that *yields* the I/O it needs (:class:`Command`, :class
 when, what a reply means (``redis_lease.decide``), logs, metrics, published state - lives here,
 so the two APIs cannot drift apart.
 
-Times are integer microseconds of ``time.monotonic_ns() // 1000`` (CLOCK_MONOTONIC on Linux,
-the same base as ``time.monotonic()``).
+Times are integer microseconds of the elector's clock (``redis_lease._clock``: CLOCK_BOOTTIME
+on Linux, which keeps counting through a host suspend, else the monotonic clock); instants
+handed to users are converted to the ``time.monotonic()`` clock when they are read.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Optional, Tuple, Union
 
-from . import _wire, decide
+from . import _clock, _wire, decide
 from .decide import Config, Failed
 from .metrics import KeyMetrics
 
@@ -30,7 +31,12 @@ log = logging.getLogger("redis_lease")
 
 
 def now_us() -> int:
-    return time.monotonic_ns() // 1000
+    return _clock.now_us()
+
+
+def monotonic_s(at_us: int) -> float:
+    """An instant of :func:`now_us` as ``time.monotonic()`` seconds."""
+    return time.monotonic() + (at_us - now_us()) / 1e6
 
 
 def default_owner() -> str:
@@ -179,6 +185,8 @@ class Campaign:
         self.metrics = metrics
         self.on_change = on_change
         self.state: Leadership = FOLLOWER
+        # The current reign (None as follower): is_leader() reads the clock against it.
+        self.term: Optional[Term] = None
         self.redis_up: Optional[bool] = None
         self._rng = random.Random()
         self._lock = threading.Lock()
@@ -332,7 +340,8 @@ class Campaign:
         owner = self.owner  # this reign's owner (R17): renewals and the release name it
         term = Term(token, owner, grant.deadline_us, decide.stop_at_us(cfg, grant.deadline_us))
         next_renew = grant.next_renew_us
-        deadline_s = grant.deadline_us / 1e6
+        deadline_s = monotonic_s(grant.deadline_us)
+        self.term = term
         self.metrics.leader(token, deadline_s)
         self.publish(Leadership(True, token, deadline_s, "acquired"))
         log.info("became leader key=%s owner=%s token=%s reason=acquired lead_ms=%d",
@@ -397,8 +406,9 @@ class Campaign:
                 term.deadline_us = action.deadline_us
                 term.stop_at_us = decide.stop_at_us(cfg, action.deadline_us)
                 next_renew = action.next_renew_us
-                self.metrics.deadline(action.deadline_us / 1e6)
-                self.state = Leadership(True, token, action.deadline_us / 1e6, "renewed")
+                deadline_s = monotonic_s(action.deadline_us)
+                self.metrics.deadline(deadline_s)
+                self.state = Leadership(True, token, deadline_s, "renewed")
             elif isinstance(action, decide.StepDown):
                 self.metrics.renew("rejected" if action.reason == "renew_rejected" else "error", latency)
                 reason = action.reason
@@ -412,6 +422,7 @@ class Campaign:
         # Step down. Why end the term before the task has stopped: nobody (observers, the
         # task's own is_leader() checks) may believe we lead past this point.
         term.ended = True
+        self.term = None
         self._next_reign()
         self.metrics.follower(reason)
         self.publish(Leadership(False, None, None, reason))
@@ -421,8 +432,11 @@ class Campaign:
         else:
             log.info("stepping down key=%s owner=%s token=%s reason=%s",
                      self.key, owner, token, reason, extra=self._ctx(token, owner=owner, reason=reason))
-        # The task was told at the stop point (now); give it until the deadline.
-        end: TaskEnd = yield StopTask(max(term.deadline_us, now_us()))
+        # The task is told now (normally at the stop point) and has until the deadline. Why at
+        # least stop_budget from now: after a pause (SIGSTOP, a stalled loop) the deadline may
+        # already be behind us when the signal fires; a task that honours its signal still
+        # needs its budget to see it. Only a task that had its whole budget "ignores" it.
+        end: TaskEnd = yield StopTask(max(term.deadline_us, now_us() + cfg.stop_budget_us))
         if not end.done:
             self.metrics.task_overrun()
             log.error("leader task still running at the local deadline; it ignores its stop signal "
@@ -449,10 +463,10 @@ class Campaign:
         self.observe("release", r)
         if isinstance(r, Failed):
             log.warning("release failed; the lease will expire on the server key=%s owner=%s token=%s error=%s",
-                        self.key, self.owner, token, r.message, extra=self._ctx(token, "release_failed"))
+                        self.key, owner, token, r.message, extra=self._ctx(token, "release_failed", owner))
         else:
             log.info("released lease key=%s owner=%s token=%s released=%s",
-                     self.key, self.owner, token, r, extra=self._ctx(token, "released"))
+                     self.key, owner, token, r, extra=self._ctx(token, "released", owner))
 
     def _release_stray(self, maybe_granted: bool) -> Generator[Op, Any, None]:
         """After resigning as a follower: an abandoned ACQUIRE may have been granted after all

@@ -1,0 +1,62 @@
+"""The elector's clock: CLOCK_BOOTTIME on Linux (counts a host suspend), and every
+`is_leader()` reads it (right as the first thing after a pause, before the loop ran)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import List
+
+import pytest
+
+from redis_lease import Elector, Lease, _core
+
+from .conftest import RedisServer
+
+TTL = 1.0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="CLOCK_BOOTTIME is Linux's")
+def test_deadlines_are_timed_on_clock_boottime(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = time.clock_gettime_ns
+
+    def fake(clock: int) -> int:
+        # A machine that was suspended for 1000 s: BOOTTIME is ahead of MONOTONIC.
+        return real(clock) + (1000 * 10**9 if clock == time.CLOCK_BOOTTIME else 0)
+
+    monkeypatch.setattr(time, "clock_gettime_ns", fake)
+    before = real(time.CLOCK_BOOTTIME) // 1000 + 1000 * 10**6
+    got = _core.now_us()
+    after = real(time.CLOCK_BOOTTIME) // 1000 + 1000 * 10**6
+    assert before <= got <= after
+    from redis_lease import _clock
+
+    assert _clock.CLOCK_NAME == "CLOCK_BOOTTIME"
+    # Public instants stay on time.monotonic(): 2 s ahead on the elector's clock is 2 s ahead.
+    assert abs(_core.monotonic_s(got + 2_000_000) - (time.monotonic() + 2.0)) < 0.05
+
+
+def test_sync_elector_is_leader_reads_the_clock(server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    el = Elector(server.url, "clk", TTL)
+    leases: List[Lease] = []
+    started = threading.Event()
+
+    def task(lease: Lease) -> None:
+        leases.append(lease)
+        started.set()
+        lease.stop_event.wait()
+
+    t = threading.Thread(target=el.run, args=(task,), daemon=True)
+    t.start()
+    assert started.wait(5)
+    assert el.is_leader()
+    real = _core.now_us
+    # The clock jumps past the stop point (as after a pause): nothing else has run yet.
+    monkeypatch.setattr(_core, "now_us", lambda: real() + 10 * 10**6)
+    assert not el.is_leader()
+    assert not leases[0].is_leader()
+    monkeypatch.undo()
+    el.resign()
+    t.join(5)
+
