@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Set, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Literal, Optional, Set, TypeVar, Union
 
 import redis.asyncio as aredis
 import redis.exceptions as rex
@@ -25,12 +25,37 @@ __all__ = ["Elector", "Lease"]
 R = TypeVar("R")
 
 
+class StopEvent(asyncio.Event):
+    """The task's stop signal: an ``asyncio.Event`` that is also set whenever the term's stop
+    point has passed on the clock. Why: the loop sets it from a timer, and a timer cannot fire
+    while the event loop is stalled (CPU-bound code, a blocking call, SIGSTOP); right after the
+    stall, task code may run before the timer does. ``is_set()`` reads the clock, and a
+    ``wait()`` started after the stop point returns at once. (A ``wait()`` already pending
+    when the stall began wakes when the loop sets the event, one loop iteration after the stall;
+    nothing can act while it waits.)"""
+
+    def __init__(self, term: _core.Term) -> None:
+        super().__init__()
+        self._term = term
+
+    def is_set(self) -> bool:
+        return super().is_set() or not self._term.leading()
+
+    async def wait(self) -> Literal[True]:
+        if self.is_set():
+            return True
+        return await super().wait()
+
+
 class Lease:
     """What the leader task (a coroutine) gets: its fencing token and when to stop.
 
-    :attr:`stop_event` (an ``asyncio.Event``) is set ``stop_budget`` before the local deadline;
-    a task still running at the deadline is cancelled. :meth:`is_leader` reads the monotonic
-    clock on every call.
+    :attr:`stop_event` (an ``asyncio.Event``, see :class:`StopEvent`) is set ``stop_budget``
+    before the local deadline; a task still running at the deadline is cancelled.
+    :meth:`is_leader` and ``stop_event.is_set()`` read the clock on every call, so they are
+    right even right after the event loop was stalled; a flag copied out of them earlier, and
+    ``Elector.state``, are not. Call :meth:`is_leader` right before every step that is not
+    fenced; fenced writes are refused by the resource either way.
     """
 
     def __init__(self, term: _core.Term, key: str) -> None:
@@ -39,7 +64,7 @@ class Lease:
         self.owner = term.owner
         """This reign's owner as the server sees it: the elector's owner, ``#``, the reign
         number (R17), e.g. ``web-7-41873-9f2c41aa#3``."""
-        self.stop_event = asyncio.Event()
+        self.stop_event: asyncio.Event = StopEvent(term)
 
     @property
     def token(self) -> int:

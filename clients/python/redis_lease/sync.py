@@ -21,14 +21,35 @@ R = TypeVar("R")
 _POLL = 0.05  # how often a blocked read looks at resign() (the reply itself wakes it at once)
 
 
+class StopEvent(threading.Event):
+    """The task's stop signal: a ``threading.Event`` that is also set whenever the term's stop
+    point has passed on the clock. Why: the watchdog thread sets it at the stop point, but
+    after a pause (SIGSTOP, GC, VM freeze) the task's thread may run before the watchdog does;
+    ``is_set()`` and ``wait()`` read the clock, so they are right as the first thing then."""
+
+    def __init__(self, term: _core.Term) -> None:
+        super().__init__()
+        self._term = term
+
+    def is_set(self) -> bool:
+        return super().is_set() or not self._term.leading()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        if self.is_set():
+            return True
+        return super().wait(timeout) or self.is_set()
+
+
 class Lease:
     """What the leader task gets: its fencing token and when to stop.
 
     The task must stop promptly once :attr:`stop_event` is set: it is set ``stop_budget``
     (default ttl/5) before the local deadline, so a task that stops within that budget has
-    stopped before leadership can end. Work that cannot be fenced should call
-    :meth:`is_leader` between steps: it reads the monotonic clock, so it is right even as the
-    first thing after the process was paused.
+    stopped before leadership can end. :meth:`is_leader` and ``stop_event.is_set()`` read the
+    elector's clock, so they are right even as the first thing after the process was paused;
+    a flag copied out of them earlier is not. Call :meth:`is_leader` right before every step
+    that is not fenced; fenced writes (``LEASE.FENCE``, :meth:`redis_lease.Elector.fence`) are
+    refused by the resource either way.
     """
 
     def __init__(self, term: _core.Term, key: str) -> None:
@@ -37,7 +58,7 @@ class Lease:
         self.owner = term.owner
         """This reign's owner as the server sees it: the elector's owner, ``#``, the reign
         number (R17), e.g. ``web-7-41873-9f2c41aa#3``."""
-        self.stop_event = threading.Event()
+        self.stop_event: threading.Event = StopEvent(term)
 
     @property
     def token(self) -> int:
