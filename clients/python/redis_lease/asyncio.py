@@ -322,6 +322,18 @@ class Elector:
             raise rex.ResponseError(info.message)
         return info
 
+    async def fence(self, token: int, *command: Any) -> Any:
+        """``await`` twin of ``redis_lease.Elector.fence``: ``LEASE.FENCE key token command...``
+        on the application's client; the inner reply, or :class:`redis_lease.Fenced`."""
+        c = await self._source.client()
+        try:
+            return await c.execute_command(*_wire.fence_cmd(self.key, token, command))
+        except rex.ResponseError as e:
+            refused = _wire.fence_refusal(e, self.key, token)
+            if refused is not None:
+                raise refused from e
+            raise
+
     @contextlib.asynccontextmanager
     async def leadership(self, timeout: Optional[float] = None) -> AsyncIterator[Lease]:
         """One-shot ``async with``: see ``redis_lease.Elector.leadership``. If leadership is

@@ -361,6 +361,22 @@ class Elector:
             raise redis.exceptions.ResponseError(info.message)
         return info
 
+    def fence(self, token: int, *command: Any) -> Any:
+        """Run ``command`` (e.g. ``"HSET", "report:state", "step", 7``) through
+        ``LEASE.FENCE key token command...`` on the application's client (the one given as
+        ``redis``, not the elector's own connections): the server runs it only if ``token`` is
+        the live token of this elector's key, atomically with the check. Returns the inner
+        command's raw reply; raises :class:`redis_lease.Fenced` if the token is stale (nothing
+        was run). Without a command it only checks (replies the remaining ms). Under Cluster
+        the command's keys must hash to the lease key's slot (e.g. a ``{tag}``)."""
+        try:
+            return self._source.client().execute_command(*_wire.fence_cmd(self.key, token, command))
+        except redis.exceptions.ResponseError as e:
+            refused = _wire.fence_refusal(e, self.key, token)
+            if refused is not None:
+                raise refused from e
+            raise
+
     @contextlib.contextmanager
     def leadership(self, timeout: Optional[float] = None) -> Iterator[Lease]:
         """One-shot: campaign until elected (at most ``timeout`` seconds, else ``TimeoutError``),

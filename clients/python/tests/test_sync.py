@@ -186,7 +186,7 @@ def test_leadership_context_manager(server: RedisServer) -> None:
 
 def test_min_replicas_waits_for_a_replica(server: RedisServer, server_factory: Any) -> None:
     reg = CollectorRegistry()
-    cfg = Config.from_ttl(TTL).replace(min_replicas=1, wait_timeout_us=50_000)
+    cfg = Config.from_ttl(TTL).replace(min_replicas=1, wait_timeout=0.05)
     el = Elector(server.url, "repl", config=cfg, metrics=PrometheusMetrics(reg))
     rec = Recorder()
     t = start_run(el, rec)
@@ -236,7 +236,7 @@ def test_grace_error_is_parsed(server_factory: Any) -> None:
 
 def test_invalid_configuration_is_refused_before_sending() -> None:
     with pytest.raises(ValueError, match="stop_window"):
-        Elector("redis://127.0.0.1:1/", "k", config=Config.from_ttl(1.0).replace(stop_budget_us=700_000))
+        Elector("redis://127.0.0.1:1/", "k", config=Config.from_ttl(1.0).replace(stop_budget=0.7))
     with pytest.raises(ValueError, match="key"):
         Elector("redis://127.0.0.1:1/", "", 1.0)
 
