@@ -178,7 +178,7 @@ class Campaign:
         self.key = key
         self.base = owner
         self.reign = 1
-        # The negative control of the conformance campaigns only (redis_lease.conformance
+        # The negative control of the conformance campaigns only (clients/python/tests/conformance_elector.py
         # --mode reuse-owner): keep one owner across reigns, the behaviour R17 forbids.
         self._reuse_owner = False
         self.owner = self._wire_owner()

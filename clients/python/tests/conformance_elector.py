@@ -1,6 +1,8 @@
-"""Conformance elector for the fault harness (docs/conformance.md), on the sync API.
+"""Conformance elector for the fault harness (docs/conformance.md), on the sync API. Not part
+of the shipped package (it drives a private hook for its negative control); conformance.sh
+runs it with the venv's installed redis_lease:
 
-    python -m redis_lease.conformance --id e3.1 --redis redis://127.0.0.1:PORT/ \\
+    python tests/conformance_elector.py --id e3.1 --redis redis://127.0.0.1:PORT/ \\
         --resource 127.0.0.1:PORT --out history.jsonl --ttl-ms 1000 --key chaos:leader \\
         --mode safe|ignore-deadline|reuse-owner
 
@@ -22,8 +24,8 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from .decide import Config
-from .sync import Elector, Lease
+from redis_lease.decide import Config
+from redis_lease.sync import Elector, Lease
 
 PREP_S = 0.015  # check -> write window (where a pause turns a write stale)
 PERIOD_S = 0.025
@@ -140,7 +142,7 @@ class Work:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m redis_lease.conformance")
+    p = argparse.ArgumentParser(prog="conformance_elector.py")
     p.add_argument("--id", required=True)
     p.add_argument("--redis", required=True)
     p.add_argument("--resource", required=True)
