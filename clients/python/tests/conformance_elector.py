@@ -4,7 +4,7 @@ runs it with the venv's installed redis_lease:
 
     python tests/conformance_elector.py --id e3.1 --redis redis://127.0.0.1:PORT/ \\
         --resource 127.0.0.1:PORT --out history.jsonl --ttl-ms 1000 --key chaos:leader \\
-        --mode safe|ignore-deadline|reuse-owner
+        --mode safe|ignore-deadline|reuse-owner [--api run|oneshot]
 
 History: JSON lines on CLOCK_MONOTONIC nanoseconds (``time.monotonic_ns()``), appended and
 flushed line by line. Library logs go to stderr.
@@ -152,6 +152,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     # reuse-owner: the negative control of R17 (docs/client-protocol.md), the safe work loop on
     # an elector that keeps one owner across reigns; a late RELEASE can then end a new reign.
     p.add_argument("--mode", choices=["safe", "ignore-deadline", "reuse-owner"], default="safe")
+    # oneshot: the same work loop inside `with elector.leadership()`, called again after each
+    # reign (one reign per call), instead of run().
+    p.add_argument("--api", choices=["run", "oneshot"], default="run")
     a = p.parse_args(argv)
 
     logging.basicConfig(
@@ -179,7 +182,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     why: str
     try:
-        elector.run(work.reign)
+        if a.api == "run":
+            elector.run(work.reign)
+        else:
+            while True:
+                try:
+                    with elector.leadership() as lease:
+                        work.reign(lease)
+                except RuntimeError:  # resigned before the next grant
+                    break
         why = "resigned"
     except Exception as e:  # the task failed; run() released the lease first
         why = f"error: {e!r}"
