@@ -268,6 +268,7 @@ class Elector:
 
     @property
     def state(self) -> _core.Leadership:
+        """The last transition the loop published: a snapshot (see :meth:`is_leader`)."""
         return self._core.state
 
     def is_leader(self) -> bool:
@@ -292,7 +293,11 @@ class Elector:
         try:
             if self._resigned:
                 return None
-            resigned, value = await r.drive(self._core.run(r.quit_requested))
+            try:
+                resigned, value = await r.drive(self._core.run(r.quit_requested))
+            except asyncio.CancelledError:
+                await self._close_conns()  # after the resign drive() did (or a second cancel)
+                raise
             if resigned:
                 await self._close_conns()  # final: the elector's own connections are done
             return None if resigned else value

@@ -304,7 +304,8 @@ class Elector:
 
     @property
     def state(self) -> _core.Leadership:
-        """This elector's current state (leader with token and deadline, or follower)."""
+        """The last transition the loop published (leader with token and deadline, or follower):
+        a snapshot, not re-checked against the clock; use :meth:`is_leader` for that."""
         return self._core.state
 
     def is_leader(self) -> bool:
@@ -334,7 +335,11 @@ class Elector:
         try:
             if self._resigned.is_set():
                 return None
-            outcome = r.drive(self._core.run(r.quit_requested))
+            try:
+                outcome = r.drive(self._core.run(r.quit_requested))
+            except KeyboardInterrupt:
+                self.close()  # after the resign drive() did (or a second Ctrl-C)
+                raise
             resigned, value = outcome
             if resigned:
                 self.close()  # final: the elector's own connections are not needed any more

@@ -48,6 +48,7 @@ def test_cancelling_async_run_resigns(server: RedisServer) -> None:
         assert stopped.is_set(), "the task was not stopped"
         assert not el.is_leader() and not leases[0].is_leader()
         assert await el.observe() is None, "cancel must release the lease"
+        assert not el._conns, "the elector's own connections are closed"
         await el.close()
 
     asyncio.run(main())
@@ -76,3 +77,4 @@ def test_keyboard_interrupt_in_sync_run_resigns(server: RedisServer) -> None:
     assert stopped.is_set(), "the task was not stopped"
     assert not el.is_leader()
     assert el.observe() is None, "Ctrl-C must release the lease"
+    assert not el._conns, "the elector's own connections are closed"
