@@ -10,8 +10,11 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +81,44 @@ def test_keyboard_interrupt_in_sync_run_resigns(server: RedisServer) -> None:
     assert not el.is_leader()
     assert el.observe() is None, "Ctrl-C must release the lease"
     assert not el._conns, "the elector's own connections are closed"
+
+
+CTRL_C_UNDER_ASYNCIO_RUN = """
+import asyncio, sys
+from redis_lease.asyncio import Elector
+
+async def main() -> None:
+    el = Elector(sys.argv[1], "actrlc", 10.0)
+
+    async def task(lease) -> None:
+        print("leading", flush=True)
+        await lease.stop_event.wait()
+        print("stopped", flush=True)
+
+    await el.run(task)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.run cancels the main task on Ctrl-C from 3.11 on")
+def test_ctrl_c_under_asyncio_run_resigns(server: RedisServer, tmp_path: Path) -> None:
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C_UNDER_ASYNCIO_RUN)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    proc = subprocess.Popen([sys.executable, str(script), server.url], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "leading"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert "stopped" in out, err
+    assert "KeyboardInterrupt" in err  # asyncio.run re-raises it after the resign
+    # A 10 s TTL: only the release explains the lease being gone at once.
+    assert server.client().execute_command("LEASE.GET", "actrlc") is None
+    assert server.client().info("lease")["lease_released"] == 1
