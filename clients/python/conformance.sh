@@ -19,7 +19,7 @@ case "${1:-}" in
     ;;
   elector-cmd)
     prepare >&2
-    echo "$here/.venv/bin/python -m redis_lease.conformance"
+    echo "$here/.venv/bin/python $here/tests/conformance_elector.py"
     ;;
   *)
     echo "usage: conformance.sh vectors|elector-cmd" >&2

@@ -7,8 +7,9 @@ The loop is a generator that *yields* the I/O it needs (:class:`Command`, :class
 when, what a reply means (``redis_lease.decide``), logs, metrics, published state - lives here,
 so the two APIs cannot drift apart.
 
-Times are integer microseconds of ``time.monotonic_ns() // 1000`` (CLOCK_MONOTONIC on Linux,
-the same base as ``time.monotonic()``).
+Times are integer microseconds of the elector's clock (``redis_lease._clock``: CLOCK_BOOTTIME
+on Linux, which keeps counting through a host suspend, else the monotonic clock); instants
+handed to users are converted to the ``time.monotonic()`` clock when they are read.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Optional, Tuple, Union
 
-from . import _wire, decide
+from . import _clock, _wire, decide
 from .decide import Config, Failed
 from .metrics import KeyMetrics
 
@@ -30,7 +31,12 @@ log = logging.getLogger("redis_lease")
 
 
 def now_us() -> int:
-    return time.monotonic_ns() // 1000
+    return _clock.now_us()
+
+
+def monotonic_s(at_us: int) -> float:
+    """An instant of :func:`now_us` as ``time.monotonic()`` seconds."""
+    return time.monotonic() + (at_us - now_us()) / 1e6
 
 
 def default_owner() -> str:
@@ -49,10 +55,11 @@ class Term:
     whether it ended. Written by the loop only; read from any thread (attribute reads and
     writes of ints/bools are atomic in CPython)."""
 
-    __slots__ = ("token", "deadline_us", "stop_at_us", "ended")
+    __slots__ = ("token", "owner", "deadline_us", "stop_at_us", "ended")
 
-    def __init__(self, token: int, deadline_us: int, stop_at_us: int) -> None:
+    def __init__(self, token: int, owner: str, deadline_us: int, stop_at_us: int) -> None:
         self.token = token
+        self.owner = owner
         self.deadline_us = deadline_us
         self.stop_at_us = stop_at_us
         self.ended = False
@@ -162,22 +169,32 @@ class Campaign:
         channels_ready: Callable[[], None] = lambda: None,
     ) -> None:
         problem = decide.config_problem(cfg, key, owner)
+        if problem is None and decide.reign_owner(owner, 1) is None:
+            # R17: the base must leave room for '#' and any reign number.
+            problem = ("owner", f"owner must be 1..={decide.MAX_BASE_BYTES} bytes (it is sent as owner#reign)")
         if problem is not None:
             raise ValueError(f"invalid configuration: {problem[0]}: {problem[1]}")
         self.cfg = cfg
         self.key = key
-        self.owner = owner
+        self.base = owner
+        self.reign = 1
+        # The negative control of the conformance campaigns only (clients/python/tests/conformance_elector.py
+        # --mode reuse-owner): keep one owner across reigns, the behaviour R17 forbids.
+        self._reuse_owner = False
+        self.owner = self._wire_owner()
         self.metrics = metrics
         self.on_change = on_change
         self.state: Leadership = FOLLOWER
+        # The current reign (None as follower): is_leader() reads the clock against it.
+        self.term: Optional[Term] = None
         self.redis_up: Optional[bool] = None
         self._rng = random.Random()
         self._lock = threading.Lock()
 
     # -- logging / metrics / publishing ------------------------------------------------------
 
-    def _ctx(self, token: Optional[int], reason: str) -> dict[str, Any]:
-        return {"key": self.key, "owner": self.owner, "token": token, "reason": reason}
+    def _ctx(self, token: Optional[int], reason: str, owner: Optional[str] = None) -> dict[str, Any]:
+        return {"key": self.key, "owner": owner or self.owner, "token": token, "reason": reason}
 
     def publish(self, s: Leadership) -> None:
         self.state = s
@@ -209,6 +226,21 @@ class Campaign:
                             self.key, self.owner, op, res.message, extra=self._ctx(None, res.kind))
             self.redis_up = up
             self.metrics.redis_up(up)
+
+    def _wire_owner(self) -> str:
+        owner = decide.reign_owner(self.base, self.reign)
+        if owner is None:  # 2^53 reigns: not reachable in practice, refused rather than wrapped
+            raise RuntimeError(f"reign counter exhausted for owner {self.base!r}")
+        return owner
+
+    def _next_reign(self) -> None:
+        """R17: after every step-down the next campaign uses a new owner, so that a RENEW or
+        RELEASE of the reign that just ended, abandoned but still executing later, can never
+        match (and refresh or free) the next reign's lease."""
+        if self._reuse_owner:
+            return
+        self.reign = decide.next_reign(self.reign, "stepped_down")
+        self.owner = self._wire_owner()
 
     def unit(self) -> float:
         return self._rng.random()
@@ -305,14 +337,16 @@ class Campaign:
     def _lead(self, grant: decide.Lead, quit_requested: Callable[[], bool]) -> Generator[Op, Any, Optional[Tuple[bool, Any]]]:
         cfg = self.cfg
         token = grant.token
-        term = Term(token, grant.deadline_us, decide.stop_at_us(cfg, grant.deadline_us))
+        owner = self.owner  # this reign's owner (R17): renewals and the release name it
+        term = Term(token, owner, grant.deadline_us, decide.stop_at_us(cfg, grant.deadline_us))
         next_renew = grant.next_renew_us
-        deadline_s = grant.deadline_us / 1e6
+        deadline_s = monotonic_s(grant.deadline_us)
+        self.term = term
         self.metrics.leader(token, deadline_s)
         self.publish(Leadership(True, token, deadline_s, "acquired"))
         log.info("became leader key=%s owner=%s token=%s reason=acquired lead_ms=%d",
-                 self.key, self.owner, token, (grant.deadline_us - now_us()) // 1000,
-                 extra=self._ctx(token, "acquired"))
+                 self.key, owner, token, (grant.deadline_us - now_us()) // 1000,
+                 extra=self._ctx(token, owner=owner, reason="acquired"))
         yield StartTask(term)
         reason: str
         while True:
@@ -343,7 +377,7 @@ class Campaign:
                 break
             # The renewal is bounded by the stop point too: past it nothing it says matters.
             until = min(sent_at + decide.op_limit_us(cfg, None), stop)
-            raw = yield Command("ctl", _wire.renew_cmd(self.key, self.owner, token, cfg.ttl_ms), until)
+            raw = yield Command("ctl", _wire.renew_cmd(self.key, owner, token, cfg.ttl_ms), until)
             if raw is QUIT:
                 reason = "resigned"
                 break
@@ -372,8 +406,9 @@ class Campaign:
                 term.deadline_us = action.deadline_us
                 term.stop_at_us = decide.stop_at_us(cfg, action.deadline_us)
                 next_renew = action.next_renew_us
-                self.metrics.deadline(action.deadline_us / 1e6)
-                self.state = Leadership(True, token, action.deadline_us / 1e6, "renewed")
+                deadline_s = monotonic_s(action.deadline_us)
+                self.metrics.deadline(deadline_s)
+                self.state = Leadership(True, token, deadline_s, "renewed")
             elif isinstance(action, decide.StepDown):
                 self.metrics.renew("rejected" if action.reason == "renew_rejected" else "error", latency)
                 reason = action.reason
@@ -381,32 +416,37 @@ class Campaign:
             else:
                 self.metrics.renew("unconfirmed" if action.why == "replicas_not_acked" else "error", latency)
                 log.debug("renewal did not count; retrying key=%s owner=%s token=%s reason=%s",
-                          self.key, self.owner, token, action.why, extra=self._ctx(token, action.why))
+                          self.key, owner, token, action.why, extra=self._ctx(token, owner=owner, reason=action.why))
                 next_renew = action.at_us
 
         # Step down. Why end the term before the task has stopped: nobody (observers, the
         # task's own is_leader() checks) may believe we lead past this point.
         term.ended = True
+        self.term = None
+        self._next_reign()
         self.metrics.follower(reason)
         self.publish(Leadership(False, None, None, reason))
         if reason in ("renew_rejected", "deadline"):
             log.warning("lost leadership key=%s owner=%s token=%s reason=%s",
-                        self.key, self.owner, token, reason, extra=self._ctx(token, reason))
+                        self.key, owner, token, reason, extra=self._ctx(token, owner=owner, reason=reason))
         else:
             log.info("stepping down key=%s owner=%s token=%s reason=%s",
-                     self.key, self.owner, token, reason, extra=self._ctx(token, reason))
-        # The task was told at the stop point (now); give it until the deadline.
-        end: TaskEnd = yield StopTask(max(term.deadline_us, now_us()))
+                     self.key, owner, token, reason, extra=self._ctx(token, owner=owner, reason=reason))
+        # The task is told now (normally at the stop point) and has until the deadline. Why at
+        # least stop_budget from now: after a pause (SIGSTOP, a stalled loop) the deadline may
+        # already be behind us when the signal fires; a task that honours its signal still
+        # needs its budget to see it. Only a task that had its whole budget "ignores" it.
+        end: TaskEnd = yield StopTask(max(term.deadline_us, now_us() + cfg.stop_budget_us))
         if not end.done:
             self.metrics.task_overrun()
             log.error("leader task still running at the local deadline; it ignores its stop signal "
                       "key=%s owner=%s token=%s reason=%s (not releasing: the lease expires on the server)",
-                      self.key, self.owner, token, "task_overrun", extra=self._ctx(token, "task_overrun"))
+                      self.key, owner, token, "task_overrun", extra=self._ctx(token, owner=owner, reason="task_overrun"))
         # Why release only now, after the task stopped: the lease must stay ours until our task
         # has stopped, otherwise the next leader could start while we still work. Why not after
         # an overrun: the task still runs; letting the lease expire is all that is left.
         elif decide.release_after(reason):
-            yield from self._release(token)
+            yield from self._release(token, owner)
         if reason == "task_exited":
             if end.error is not None:
                 raise end.error
@@ -415,18 +455,18 @@ class Campaign:
             return (True, None)
         return None
 
-    def _release(self, token: int) -> Generator[Op, Any, None]:
+    def _release(self, token: int, owner: str) -> Generator[Op, Any, None]:
         """Best-effort RELEASE (bounded by op_timeout); if it fails the lease expires."""
         until = now_us() + self.cfg.op_timeout_us
-        raw = yield Command("ctl", _wire.release_cmd(self.key, self.owner, token), until, interruptible=False)
+        raw = yield Command("ctl", _wire.release_cmd(self.key, owner, token), until, interruptible=False)
         r = raw if isinstance(raw, Failed) else _wire.parse_flag("LEASE.RELEASE", raw)
         self.observe("release", r)
         if isinstance(r, Failed):
             log.warning("release failed; the lease will expire on the server key=%s owner=%s token=%s error=%s",
-                        self.key, self.owner, token, r.message, extra=self._ctx(token, "release_failed"))
+                        self.key, owner, token, r.message, extra=self._ctx(token, "release_failed", owner))
         else:
             log.info("released lease key=%s owner=%s token=%s released=%s",
-                     self.key, self.owner, token, r, extra=self._ctx(token, "released"))
+                     self.key, owner, token, r, extra=self._ctx(token, "released", owner))
 
     def _release_stray(self, maybe_granted: bool) -> Generator[Op, Any, None]:
         """After resigning as a follower: an abandoned ACQUIRE may have been granted after all
@@ -437,4 +477,4 @@ class Campaign:
         raw = yield Command("ctl", _wire.get_cmd(self.key), until, interruptible=False)
         info = raw if isinstance(raw, Failed) else _wire.parse_get(raw)
         if isinstance(info, _wire.LeaseInfo) and info.owner == self.owner:
-            yield from self._release(info.token)
+            yield from self._release(info.token, self.owner)

@@ -46,6 +46,31 @@ def get_cmd(key: str) -> Args:
     return ("LEASE.GET", key)
 
 
+def fence_cmd(key: str, token: int, command: Sequence[Any]) -> Tuple[Any, ...]:
+    """``LEASE.FENCE key token [command arg ...]``: run ``command`` only if ``token`` is the
+    live lease's token (without a command: check only, replies the remaining ms)."""
+    return ("LEASE.FENCE", key, token, *command)
+
+
+class Fenced(rex.ResponseError):
+    """``LEASE.FENCE`` refused: ``token`` is not the live lease's token (the lease expired or a
+    newer reign holds it). The command was not run. A subclass of redis-py's
+    ``ResponseError``, so code catching that still catches it."""
+
+    def __init__(self, key: str, token: int, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.token = token
+
+
+def fence_refusal(e: rex.ResponseError, key: str, token: int) -> Optional[Fenced]:
+    """The typed error for a FENCED reply, None for any other error."""
+    f = failure(e)
+    if f.kind != ErrorKinds.FENCED:
+        return None
+    return Fenced(key, token, f.message)
+
+
 def wait_cmd(w: Wait) -> Args:
     # Never 0: `WAIT n 0` waits forever (wire_ms already floors at 1).
     return ("WAIT", w.replicas, w.timeout_ms)

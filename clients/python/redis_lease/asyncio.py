@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Set, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Literal, Optional, Set, TypeVar, Union
 
 import redis.asyncio as aredis
 import redis.exceptions as rex
@@ -25,19 +25,46 @@ __all__ = ["Elector", "Lease"]
 R = TypeVar("R")
 
 
+class StopEvent(asyncio.Event):
+    """The task's stop signal: an ``asyncio.Event`` that is also set whenever the term's stop
+    point has passed on the clock. Why: the loop sets it from a timer, and a timer cannot fire
+    while the event loop is stalled (CPU-bound code, a blocking call, SIGSTOP); right after the
+    stall, task code may run before the timer does. ``is_set()`` reads the clock, and a
+    ``wait()`` started after the stop point returns at once. (A ``wait()`` already pending
+    when the stall began wakes when the loop sets the event, one loop iteration after the stall;
+    nothing can act while it waits.)"""
+
+    def __init__(self, term: _core.Term) -> None:
+        super().__init__()
+        self._term = term
+
+    def is_set(self) -> bool:
+        return super().is_set() or not self._term.leading()
+
+    async def wait(self) -> Literal[True]:
+        if self.is_set():
+            return True
+        return await super().wait()
+
+
 class Lease:
     """What the leader task (a coroutine) gets: its fencing token and when to stop.
 
-    :attr:`stop_event` (an ``asyncio.Event``) is set ``stop_budget`` before the local deadline;
-    a task still running at the deadline is cancelled. :meth:`is_leader` reads the monotonic
-    clock on every call.
+    :attr:`stop_event` (an ``asyncio.Event``, see :class:`StopEvent`) is set ``stop_budget``
+    before the local deadline; a task still running at the deadline is cancelled.
+    :meth:`is_leader` and ``stop_event.is_set()`` read the clock on every call, so they are
+    right even right after the event loop was stalled; a flag copied out of them earlier, and
+    ``Elector.state``, are not. Call :meth:`is_leader` right before every step that is not
+    fenced; fenced writes are refused by the resource either way.
     """
 
-    def __init__(self, term: _core.Term, key: str, owner: str) -> None:
+    def __init__(self, term: _core.Term, key: str) -> None:
         self._term = term
         self.key = key
-        self.owner = owner
-        self.stop_event = asyncio.Event()
+        self.owner = term.owner
+        """This reign's owner as the server sees it: the elector's owner, ``#``, the reign
+        number (R17), e.g. ``web-7-41873-9f2c41aa#3``."""
+        self.stop_event: asyncio.Event = StopEvent(term)
 
     @property
     def token(self) -> int:
@@ -48,7 +75,7 @@ class Lease:
     def deadline(self) -> Optional[float]:
         """Current local deadline on the ``time.monotonic()`` clock; None once the term ended."""
         t = self._term
-        return None if t.ended else t.deadline_us / 1e6
+        return None if t.ended else _core.monotonic_s(t.deadline_us)
 
     def is_leader(self) -> bool:
         return not self.stop_event.is_set() and self._term.leading()
@@ -112,33 +139,64 @@ class _Source:
 
 
 class _Run:
-    def __init__(self, el: "Elector", task: Callable[[Lease], Awaitable[Any]]) -> None:
+    def __init__(self, el: "Elector", task: Callable[[Lease], Awaitable[Any]], one_shot: bool = False) -> None:
         self.el = el
         self.task = task
         self.quit = asyncio.Event()
         self.user_task: Optional["asyncio.Future[Any]"] = None
         self.lease: Optional[Lease] = None
+        # leadership(): one reign, then stop campaigning (whatever ended the reign).
+        self.one_shot = one_shot
+        self.reigns = 0
 
     def request_quit(self) -> None:
         self.quit.set()
 
+    def quit_requested(self) -> bool:
+        return self.quit.is_set() or self.el._resigned or (self.one_shot and self.reigns > 0)
+
     async def drive(self, loop: _core.Loop) -> Any:
         result: Any = None
+        cancelled: Optional[asyncio.CancelledError] = None
         while True:
             try:
                 op = loop.send(result)
             except StopIteration as stop:
+                if cancelled is not None:
+                    raise cancelled
                 return stop.value
-            if isinstance(op, _core.Command):
-                result = await self.el._command(op, self.quit)
-            elif isinstance(op, _core.Sleep):
-                result = await self.sleep(op.until_us)
-            elif isinstance(op, _core.StartTask):
-                self.lease = Lease(op.term, self.el.key, self.el.owner)
-                self.user_task = asyncio.ensure_future(self.task(self.lease))
-                result = None
-            else:
-                result = await self.stop(op.until_us)
+            try:
+                result = await self.execute(op)
+            except asyncio.CancelledError as e:
+                # run() was cancelled (Task.cancel(), Ctrl-C under asyncio.run, a TaskGroup):
+                # resign - stop the task, wait for it, RELEASE - then re-raise. A second
+                # cancellation during that is obeyed at once (the lease then expires).
+                if cancelled is not None:
+                    raise
+                cancelled = e
+                self.request_quit()
+                result = await self.interrupted(op)
+
+    async def execute(self, op: _core.Op) -> Any:
+        if isinstance(op, _core.Command):
+            return await self.el._command(op, self.quit)
+        if isinstance(op, _core.Sleep):
+            return await self.sleep(op.until_us)
+        if isinstance(op, _core.StartTask):
+            self.reigns += 1
+            self.lease = Lease(op.term, self.el.key)
+            self.user_task = asyncio.ensure_future(self.task(self.lease))
+            return None
+        return await self.stop(op.until_us)
+
+    async def interrupted(self, op: _core.Op) -> Any:
+        """The result of an operation a cancellation broke off (its connection, if any, was
+        already dropped by _command)."""
+        if isinstance(op, _core.Command):
+            return _core.QUIT if op.interruptible else Failed("connection", "cancelled")
+        if isinstance(op, _core.StopTask):
+            return await self.stop(op.until_us)  # still wait for the task (until the deadline)
+        return _core.QUIT if isinstance(op, _core.Sleep) else None
 
     async def sleep(self, until_us: int) -> Any:
         q = asyncio.ensure_future(self.quit.wait())
@@ -161,11 +219,11 @@ class _Run:
     async def stop(self, until_us: int) -> _core.TaskEnd:
         t, lease = self.user_task, self.lease
         assert t is not None and lease is not None
-        self.user_task = None
         lease.stop_event.set()
         left = max(0.0, (until_us - _core.now_us()) / 1e6)
         if not t.done():
             await asyncio.wait({t}, timeout=left)
+        self.user_task = None  # only now: a cancelled wait above is waited again
         if not t.done():
             # Past the deadline: cancellation is the last word (the lease is not released).
             t.cancel()
@@ -210,10 +268,15 @@ class Elector:
 
     @property
     def state(self) -> _core.Leadership:
+        """The last transition the loop published: a snapshot (see :meth:`is_leader`)."""
         return self._core.state
 
     def is_leader(self) -> bool:
-        return self._core.state.is_leader
+        """True while a reign is on and its stop point is ahead; reads the clock on every call,
+        so it is right as the first thing after a stalled event loop (``state`` is the last
+        transition the loop published)."""
+        t = self._core.term
+        return t is not None and t.leading()
 
     async def run(self, task: Callable[[Lease], Awaitable[R]]) -> Optional[R]:
         """Campaign until :meth:`resign`; whenever elected, run ``await task(lease)`` as an
@@ -230,7 +293,11 @@ class Elector:
         try:
             if self._resigned:
                 return None
-            resigned, value = await r.drive(self._core.run(lambda: r.quit.is_set() or self._resigned))
+            try:
+                resigned, value = await r.drive(self._core.run(r.quit_requested))
+            except asyncio.CancelledError:
+                await self._close_conns()  # after the resign drive() did (or a second cancel)
+                raise
             if resigned:
                 await self._close_conns()  # final: the elector's own connections are done
             return None if resigned else value
@@ -260,19 +327,35 @@ class Elector:
             raise rex.ResponseError(info.message)
         return info
 
+    async def fence(self, token: int, *command: Any) -> Any:
+        """``await`` twin of ``redis_lease.Elector.fence``: ``LEASE.FENCE key token command...``
+        on the application's client; the inner reply, or :class:`redis_lease.Fenced`."""
+        c = await self._source.client()
+        try:
+            return await c.execute_command(*_wire.fence_cmd(self.key, token, command))
+        except rex.ResponseError as e:
+            refused = _wire.fence_refusal(e, self.key, token)
+            if refused is not None:
+                raise refused from e
+            raise
+
     @contextlib.asynccontextmanager
     async def leadership(self, timeout: Optional[float] = None) -> AsyncIterator[Lease]:
         """One-shot ``async with``: see ``redis_lease.Elector.leadership``. If leadership is
-        lost while the body runs, ``lease.stop_event`` is set (the body is not cancelled)."""
+        lost while the body runs, ``lease.stop_event`` is set (the body is not cancelled). The
+        release waits for the body to exit, until the local deadline at most; a body still
+        running at the deadline is not released under. One reign per ``async with``."""
         got: "asyncio.Future[Lease]" = asyncio.get_running_loop().create_future()
+        body_done = asyncio.Event()
 
         async def hold(lease: Lease) -> None:
             if not got.done():
                 got.set_result(lease)
-            await lease.stop_event.wait()
-            r.request_quit()  # one-shot: do not campaign again
+            # Why the body's exit and not the stop signal: R13, the lease is released only
+            # after the work stopped. The loop waits for this (the task) until the deadline.
+            await body_done.wait()
 
-        r = _Run(self, hold)
+        r = _Run(self, hold, one_shot=True)
         runner = asyncio.ensure_future(self._run(r))
         try:
             done, _ = await asyncio.wait({got, runner}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
@@ -293,7 +376,7 @@ class Elector:
         try:
             yield lease
         finally:
-            lease.stop_event.set()
+            body_done.set()
             r.request_quit()
             await runner
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 __all__ = [
     "Config",
@@ -55,6 +55,11 @@ __all__ = [
     "must_stop",
     "release_after",
     "STEP_DOWN_REASONS",
+    "MAX_BASE_BYTES",
+    "MAX_REIGN",
+    "REIGN_EVENTS",
+    "reign_owner",
+    "next_reign",
 ]
 
 MS = 1000
@@ -63,11 +68,12 @@ MS = 1000
 
 @dataclass(frozen=True)
 class Config:
-    """Timing configuration of one elector. Durations are integer microseconds (``*_us``),
-    except ``ttl_ms``, the TTL exactly as sent to the server.
-
-    Build it with :meth:`Config.from_ttl` (seconds) or :meth:`Config.from_ttl_ms` and adjust
-    fields with :meth:`replace`. Defaults for a TTL ``T`` (``conformance/vectors/
+    """Timing configuration of one elector, in seconds for users: build it with
+    :meth:`Config.from_ttl` (seconds), adjust it with :meth:`replace` (seconds, e.g.
+    ``replace(wait_timeout=0.2)``), read it with the properties ``ttl``, ``stop_budget``,
+    ``renew_interval`` ... (seconds). Inside, durations are integer microseconds (``*_us``
+    fields) and the TTL whole milliseconds (``ttl_ms``, as sent to the server), the units of
+    the shared vectors. Defaults for a TTL ``T`` (``conformance/vectors/
     config_defaults.json``): renew every T/3, drift 1 %, margin min(T/100, 50 ms), stop budget
     T/5, op timeout max(T/5, 50 ms), BLOCK 5 s, no ``min_replicas``, WAIT timeout T/10,
     reconnect backoff 50 ms .. 5 s.
@@ -108,9 +114,87 @@ class Config:
         """Defaults for a TTL given in seconds (rounded to whole milliseconds)."""
         return cls.from_ttl_ms(int(round(ttl * 1000)))
 
-    def replace(self, **changes: object) -> "Config":
-        """A copy with some fields changed (``dataclasses.replace``)."""
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+    def replace(
+        self,
+        *,
+        ttl: Optional[float] = None,
+        drift: Optional[float] = None,
+        margin: Optional[float] = None,
+        stop_budget: Optional[float] = None,
+        renew_interval: Optional[float] = None,
+        op_timeout: Optional[float] = None,
+        block_timeout: Optional[float] = None,
+        min_replicas: Optional[int] = None,
+        wait_timeout: Optional[float] = None,
+        backoff_min: Optional[float] = None,
+        backoff_max: Optional[float] = None,
+        **fields: Any,
+    ) -> "Config":
+        """A copy with some settings changed, durations in **seconds** like the elector's
+        ``ttl`` (e.g. ``replace(min_replicas=1, wait_timeout=0.2)``); rounded to whole
+        microseconds (``ttl`` to whole milliseconds). The internal fields (``ttl_ms``,
+        ``*_us``) are accepted too; giving both names of one setting is an error. Nothing is
+        re-derived: changing ``ttl`` here keeps the other settings (use :meth:`from_ttl`)."""
+        seconds = {
+            "margin": margin, "stop_budget": stop_budget, "renew_interval": renew_interval,
+            "op_timeout": op_timeout, "block_timeout": block_timeout,
+            "wait_timeout": wait_timeout, "backoff_min": backoff_min, "backoff_max": backoff_max,
+        }
+        changes: Dict[str, Any] = dict(fields)
+
+        def put(name: str, value: Any) -> None:
+            if name in changes:
+                raise TypeError(f"{name} given twice (in seconds and in its internal unit)")
+            changes[name] = value
+
+        for name, v in seconds.items():
+            if v is not None:
+                put(f"{name}_us", int(round(v * 1e6)))
+        if ttl is not None:
+            put("ttl_ms", int(round(ttl * 1000)))
+        if drift is not None:
+            put("drift", drift)
+        if min_replicas is not None:
+            put("min_replicas", min_replicas)
+        return dataclasses.replace(self, **changes)
+
+    # Settings in seconds (the fields hold whole microseconds / the TTL in ms, as on the wire).
+
+    @property
+    def ttl(self) -> float:
+        return self.ttl_ms / 1000
+
+    @property
+    def margin(self) -> float:
+        return self.margin_us / 1e6
+
+    @property
+    def stop_budget(self) -> float:
+        return self.stop_budget_us / 1e6
+
+    @property
+    def renew_interval(self) -> float:
+        return self.renew_interval_us / 1e6
+
+    @property
+    def op_timeout(self) -> float:
+        return self.op_timeout_us / 1e6
+
+    @property
+    def block_timeout(self) -> float:
+        return self.block_timeout_us / 1e6
+
+    @property
+    def wait_timeout(self) -> float:
+        return self.wait_timeout_us / 1e6
+
+    @property
+    def backoff_min(self) -> float:
+        return self.backoff_min_us / 1e6
+
+    @property
+    def backoff_max(self) -> float:
+        return self.backoff_max_us / 1e6
 
 
 # ---------------------------------------------------------------------------------------------
@@ -508,3 +592,43 @@ def release_after(reason: str) -> bool:
     if reason not in STEP_DOWN_REASONS:
         raise ValueError(f"unknown step-down reason {reason!r}")
     return reason != "renew_rejected"
+
+
+# ---------------------------------------------------------------------------------------------
+# The owner of each reign (R17)
+
+MAX_BASE_BYTES = 239
+"""Longest owner base: ``base + '#' + 16 digits`` fits the server's default 256-byte owner."""
+
+MAX_REIGN = 2**53 - 1
+"""Largest reign number (exact in every client's number type, like a token)."""
+
+REIGN_EVENTS = ("granted", "unconfirmed", "not_granted", "error", "stepped_down")
+
+
+def reign_owner(base: str, reign: int) -> Optional[str]:
+    """The owner sent on the wire for reign ``reign``: ``base#reign``; None when the base is
+    empty or longer than :data:`MAX_BASE_BYTES` UTF-8 bytes, or the reign is out of
+    ``1..=MAX_REIGN`` (refused, never truncated).
+
+    Why a new owner per reign: every command the loop abandons (a RENEW or RELEASE that timed
+    out) may still execute later, even after its connection was closed. With the same owner a
+    new reign's first ACQUIRE would be an idempotent refresh of the old reign's lease (same
+    token), and the old reign's late RELEASE would then free the *new* reign while we act on
+    it. With ``base#n`` the late command names ``base#(n-1)`` and matches nothing.
+    """
+    n = len(base.encode("utf-8"))
+    if n == 0 or n > MAX_BASE_BYTES:
+        return None
+    if isinstance(reign, bool) or reign < 1 or reign > MAX_REIGN:
+        return None
+    return f"{base}#{reign}"
+
+
+def next_reign(reign: int, event: str) -> int:
+    """The reign counter after an event of the loop: only ``stepped_down`` (leaving the leader
+    state, whatever the reason) advances it. Why the others keep it: within one campaign the
+    R7/R16 re-asks (late grant, timed-out ACQUIRE) must refresh the campaign's *own* grant."""
+    if event not in REIGN_EVENTS:
+        raise ValueError(f"unknown reign event {event!r}")
+    return reign + 1 if event == "stepped_down" else reign

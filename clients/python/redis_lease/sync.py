@@ -21,21 +21,44 @@ R = TypeVar("R")
 _POLL = 0.05  # how often a blocked read looks at resign() (the reply itself wakes it at once)
 
 
+class StopEvent(threading.Event):
+    """The task's stop signal: a ``threading.Event`` that is also set whenever the term's stop
+    point has passed on the clock. Why: the watchdog thread sets it at the stop point, but
+    after a pause (SIGSTOP, GC, VM freeze) the task's thread may run before the watchdog does;
+    ``is_set()`` and ``wait()`` read the clock, so they are right as the first thing then."""
+
+    def __init__(self, term: _core.Term) -> None:
+        super().__init__()
+        self._term = term
+
+    def is_set(self) -> bool:
+        return super().is_set() or not self._term.leading()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        if self.is_set():
+            return True
+        return super().wait(timeout) or self.is_set()
+
+
 class Lease:
     """What the leader task gets: its fencing token and when to stop.
 
     The task must stop promptly once :attr:`stop_event` is set: it is set ``stop_budget``
     (default ttl/5) before the local deadline, so a task that stops within that budget has
-    stopped before leadership can end. Work that cannot be fenced should call
-    :meth:`is_leader` between steps: it reads the monotonic clock, so it is right even as the
-    first thing after the process was paused.
+    stopped before leadership can end. :meth:`is_leader` and ``stop_event.is_set()`` read the
+    elector's clock, so they are right even as the first thing after the process was paused;
+    a flag copied out of them earlier is not. Call :meth:`is_leader` right before every step
+    that is not fenced; fenced writes (``LEASE.FENCE``, :meth:`redis_lease.Elector.fence`) are
+    refused by the resource either way.
     """
 
-    def __init__(self, term: _core.Term, key: str, owner: str) -> None:
+    def __init__(self, term: _core.Term, key: str) -> None:
         self._term = term
         self.key = key
-        self.owner = owner
-        self.stop_event = threading.Event()
+        self.owner = term.owner
+        """This reign's owner as the server sees it: the elector's owner, ``#``, the reign
+        number (R17), e.g. ``web-7-41873-9f2c41aa#3``."""
+        self.stop_event: threading.Event = StopEvent(term)
 
     @property
     def token(self) -> int:
@@ -47,7 +70,7 @@ class Lease:
         """Current local deadline on the ``time.monotonic()`` clock (moves forward with every
         confirmed renewal); None once the term ended."""
         t = self._term
-        return None if t.ended else t.deadline_us / 1e6
+        return None if t.ended else _core.monotonic_s(t.deadline_us)
 
     def is_leader(self) -> bool:
         """True only if the stop signal has not fired and the stop point is still ahead on the
@@ -118,33 +141,63 @@ class _Source:
 class _Run:
     """One call of run(): executes the shared loop's operations with threads."""
 
-    def __init__(self, el: "Elector", task: Callable[[Lease], Any]) -> None:
+    def __init__(self, el: "Elector", task: Callable[[Lease], Any], one_shot: bool = False) -> None:
         self.el = el
         self.task = task
         self.quit = threading.Event()
         self.wake = threading.Event()
         self.box: Optional[_TaskBox] = None
+        # leadership(): one reign, then stop campaigning (whatever ended the reign).
+        self.one_shot = one_shot
+        self.reigns = 0
 
     def request_quit(self) -> None:
         self.quit.set()
         self.wake.set()
 
+    def quit_requested(self) -> bool:
+        return self.quit.is_set() or self.el._resigned.is_set() or (self.one_shot and self.reigns > 0)
+
     def drive(self, loop: _core.Loop) -> Any:
         result: Any = None
+        interrupted: Optional[KeyboardInterrupt] = None
         while True:
             try:
                 op = loop.send(result)
             except StopIteration as stop:
+                if interrupted is not None:
+                    raise interrupted
                 return stop.value
-            if isinstance(op, _core.Command):
-                result = self.el._command(op, self.quit)
-            elif isinstance(op, _core.Sleep):
-                result = self.sleep(op.until_us)
-            elif isinstance(op, _core.StartTask):
-                self.start(op.term)
-                result = None
-            else:
-                result = self.stop(op.until_us)
+            try:
+                result = self.execute(op)
+            except KeyboardInterrupt as e:
+                # Ctrl-C: resign (stop the task, wait for it, RELEASE), then re-raise. A second
+                # Ctrl-C during that raises at once: the lease then expires on the server.
+                if interrupted is not None:
+                    raise
+                interrupted = e
+                self.request_quit()
+                result = self.interrupted(op)
+
+    def execute(self, op: _core.Op) -> Any:
+        if isinstance(op, _core.Command):
+            return self.el._command(op, self.quit)
+        if isinstance(op, _core.Sleep):
+            return self.sleep(op.until_us)
+        if isinstance(op, _core.StartTask):
+            self.start(op.term)
+            return None
+        return self.stop(op.until_us)
+
+    def interrupted(self, op: _core.Op) -> Any:
+        """The result of an operation a KeyboardInterrupt broke off."""
+        if isinstance(op, _core.Command):
+            # A reply may be in flight: the connection is never reused.
+            self.el._drop(op.channel, False)
+            return _core.QUIT if op.interruptible else Failed("connection", "interrupted")
+        if isinstance(op, _core.StopTask):
+            return self.stop(op.until_us)  # still wait for the task (bounded by the deadline)
+        return _core.QUIT if isinstance(op, _core.Sleep) else None
 
     def sleep(self, until_us: int) -> Any:
         while True:
@@ -159,8 +212,9 @@ class _Run:
             self.wake.clear()
 
     def start(self, term: _core.Term) -> None:
+        self.reigns += 1
         el = self.el
-        lease = Lease(term, el.key, el.owner)
+        lease = Lease(term, el.key)
         box = self.box = _TaskBox()
         box.lease = lease
 
@@ -177,12 +231,14 @@ class _Run:
             # Why a thread of its own: the stop signal must fire at the stop point even while
             # the loop's thread is inside a slow connect or read. Renewals only move the stop
             # point later, so waking at the old one just means waiting again.
+            # Why waits of at most _POLL: Event.wait times out on CLOCK_MONOTONIC, which stops
+            # during a host suspend; the elector's clock (CLOCK_BOOTTIME) does not.
             while not lease.stop_event.is_set():
                 left = term.stop_at_us - _core.now_us()
                 if term.ended or left <= 0:
                     lease.stop_event.set()
                     return
-                lease.stop_event.wait(left / 1e6)
+                lease.stop_event.wait(min(left / 1e6, _POLL))
 
         box.thread = threading.Thread(target=body, name=f"redis-lease-task[{el.key}]", daemon=True)
         threading.Thread(target=watchdog, name=f"redis-lease-stop[{el.key}]", daemon=True).start()
@@ -206,7 +262,9 @@ class Elector:
     ``redis``: a URL, a ``redis.Redis`` (also from ``Sentinel.master_for``), a
     ``redis.cluster.RedisCluster``, or a factory returning one (see ``redis_lease._connect``).
     ``ttl``: lease TTL in seconds (every other setting is derived from it), or pass a full
-    ``config``. ``owner``: unique per process incarnation (default ``host-pid-random``).
+    ``config``. ``owner``: the owner base, unique per process incarnation (default
+    ``host-pid-random``), 1..=239 bytes; each reign is sent as ``owner#n`` (n = 1, 2, ... one
+    more after every step-down), so a late command of an ended reign never matches a new one.
     ``metrics``: e.g. ``redis_lease.metrics.PrometheusMetrics()``. ``on_change``: called with
     a :class:`~redis_lease.Leadership` on every transition of this elector (from the loop's
     thread; keep it quick).
@@ -246,12 +304,16 @@ class Elector:
 
     @property
     def state(self) -> _core.Leadership:
-        """This elector's current state (leader with token and deadline, or follower)."""
+        """The last transition the loop published (leader with token and deadline, or follower):
+        a snapshot, not re-checked against the clock; use :meth:`is_leader` for that."""
         return self._core.state
 
     def is_leader(self) -> bool:
-        s = self._core.state
-        return s.is_leader and s.deadline is not None
+        """True while a reign is on and its stop point is ahead. Reads the clock on every call
+        (like :meth:`Lease.is_leader`): right even as the first thing after a pause, before
+        the loop ran. (:attr:`state` is the last published transition.)"""
+        t = self._core.term
+        return t is not None and t.leading()
 
     def run(self, task: Callable[[Lease], R]) -> Optional[R]:
         """Campaign until :meth:`resign`; whenever elected, run ``task(lease)`` in a thread and
@@ -273,7 +335,11 @@ class Elector:
         try:
             if self._resigned.is_set():
                 return None
-            outcome = r.drive(self._core.run(lambda: r.quit.is_set() or self._resigned.is_set()))
+            try:
+                outcome = r.drive(self._core.run(r.quit_requested))
+            except KeyboardInterrupt:
+                self.close()  # after the resign drive() did (or a second Ctrl-C)
+                raise
             resigned, value = outcome
             if resigned:
                 self.close()  # final: the elector's own connections are not needed any more
@@ -300,23 +366,42 @@ class Elector:
             raise redis.exceptions.ResponseError(info.message)
         return info
 
+    def fence(self, token: int, *command: Any) -> Any:
+        """Run ``command`` (e.g. ``"HSET", "report:state", "step", 7``) through
+        ``LEASE.FENCE key token command...`` on the application's client (the one given as
+        ``redis``, not the elector's own connections): the server runs it only if ``token`` is
+        the live token of this elector's key, atomically with the check. Returns the inner
+        command's raw reply; raises :class:`redis_lease.Fenced` if the token is stale (nothing
+        was run). Without a command it only checks (replies the remaining ms). Under Cluster
+        the command's keys must hash to the lease key's slot (e.g. a ``{tag}``)."""
+        try:
+            return self._source.client().execute_command(*_wire.fence_cmd(self.key, token, command))
+        except redis.exceptions.ResponseError as e:
+            refused = _wire.fence_refusal(e, self.key, token)
+            if refused is not None:
+                raise refused from e
+            raise
+
     @contextlib.contextmanager
     def leadership(self, timeout: Optional[float] = None) -> Iterator[Lease]:
         """One-shot: campaign until elected (at most ``timeout`` seconds, else ``TimeoutError``),
-        keep the lease renewed in the background while the ``with`` body runs, release it when
-        the body ends. If leadership is lost meanwhile, ``lease.stop_event`` is set and
+        keep the lease renewed in the background while the ``with`` body runs, release it after
+        the body exited. If leadership is lost meanwhile, ``lease.stop_event`` is set and
         ``lease.is_leader()`` turns false: the body must check them (Python cannot interrupt
-        it); the elector does not campaign again inside one ``with``."""
+        it). The release waits for the body to exit, until the local deadline at most: a body
+        still running at the deadline is not released under (the lease expires on the server).
+        One reign per ``with``: the elector does not campaign again inside it."""
         handed: "queue.Queue[Optional[Lease]]" = queue.Queue()
         box: Dict[str, BaseException] = {}
+        body_done = threading.Event()
 
         def hold(lease: Lease) -> None:
             handed.put(lease)
-            lease.stop_event.wait()
-            # One-shot: after this reign (body done or leadership lost) stop campaigning.
-            r.request_quit()
+            # Why the body's exit and not the stop signal: R13, the lease is released only
+            # after the work stopped. The loop waits for this (the task) until the deadline.
+            body_done.wait()
 
-        r = _Run(self, hold)
+        r = _Run(self, hold, one_shot=True)
 
         def runner() -> None:
             try:
@@ -342,7 +427,7 @@ class Elector:
         try:
             yield lease
         finally:
-            lease.stop_event.set()
+            body_done.set()
             r.request_quit()
             t.join()
 

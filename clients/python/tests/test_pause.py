@@ -33,7 +33,11 @@ def read(path: Path) -> List[Dict[str, Any]]:
 def test_sigstopped_leader_stops_and_never_acts_after_sigcont(server: RedisServer, tmp_path: Path) -> None:
     out = tmp_path / "leader.jsonl"
     env = dict(os.environ, PYTHONPATH=str(HERE.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, str(HERE / "pause_helper.py"), server.url, "paused", str(out)], env=env)
+    log = tmp_path / "leader.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(HERE / "pause_helper.py"), server.url, "paused", str(out)], env=env, stderr=err
+        )
     follower_started = threading.Event()
     follower_token: List[int] = []
     b = Elector(server.url, "paused", 1.0, owner="follower")
@@ -89,5 +93,11 @@ def test_sigstopped_leader_stops_and_never_acts_after_sigcont(server: RedisServe
     assert acts[-1]["deadline"] < t_cont
     assert any(e["ev"] == "stopped" and e["t"] >= t_cont for e in events)
     assert follower_token and follower_token[0] > grant["token"]
+    # The task honoured its signal as soon as it could run again: no false overrun (issue 25
+    # item 7). Its stop budget counts from the signal, not from a deadline that passed while
+    # the whole process was stopped.
+    text = log.read_text()
+    assert "lost leadership" in text, text
+    assert "ignores its stop signal" not in text, text
     print(f"\npaused leader: last action t0 {(t_cont - acts[-1]['t0']) / 1e6:.0f} ms before SIGCONT, "
           f"stop signal {(sig[0]['t'] - t_cont) / 1e6:.1f} ms after it")

@@ -111,7 +111,7 @@ def test_leads_through_sentinel_and_follows_a_failover(topology: List[Any]) -> N
             st = el.state
             if (
                 isinstance(info, _wire.LeaseInfo)
-                and info.owner == el.owner
+                and info.owner.rsplit("#", 1)[0] == el.owner
                 and st.is_leader
                 and st.deadline is not None
                 and st.deadline > t_promoted + 1.9

@@ -71,7 +71,7 @@ def test_leads_renews_and_releases_on_resign(server: RedisServer) -> None:
     assert lease.is_leader()
     assert lease.deadline is not None and first_deadline is not None and lease.deadline > first_deadline
     info = el.observe()
-    assert info is not None and info.owner == el.owner and info.token == lease.token
+    assert info is not None and info.owner == lease.owner == f"{el.owner}#1" and info.token == lease.token
     assert metric(reg, "lease_renew_total", key="job", result="renewed") >= 3
     assert metric(reg, "lease_is_leader", key="job") == 1
     assert metric(reg, "lease_token", key="job") == lease.token
@@ -169,7 +169,7 @@ def test_leadership_context_manager(server: RedisServer) -> None:
     with holder.leadership(timeout=5) as lease:
         assert lease.is_leader()
         info = holder.observe()
-        assert info is not None and info.token == lease.token and info.owner == holder.owner
+        assert info is not None and info.token == lease.token and info.owner == lease.owner == f"{holder.owner}#1"
         other = Elector(server.url, "ctx", TTL)
         t0 = time.monotonic()
         with pytest.raises(TimeoutError):
@@ -186,7 +186,7 @@ def test_leadership_context_manager(server: RedisServer) -> None:
 
 def test_min_replicas_waits_for_a_replica(server: RedisServer, server_factory: Any) -> None:
     reg = CollectorRegistry()
-    cfg = Config.from_ttl(TTL).replace(min_replicas=1, wait_timeout_us=50_000)
+    cfg = Config.from_ttl(TTL).replace(min_replicas=1, wait_timeout=0.05)
     el = Elector(server.url, "repl", config=cfg, metrics=PrometheusMetrics(reg))
     rec = Recorder()
     t = start_run(el, rec)
@@ -236,6 +236,33 @@ def test_grace_error_is_parsed(server_factory: Any) -> None:
 
 def test_invalid_configuration_is_refused_before_sending() -> None:
     with pytest.raises(ValueError, match="stop_window"):
-        Elector("redis://127.0.0.1:1/", "k", config=Config.from_ttl(1.0).replace(stop_budget_us=700_000))
+        Elector("redis://127.0.0.1:1/", "k", config=Config.from_ttl(1.0).replace(stop_budget=0.7))
     with pytest.raises(ValueError, match="key"):
         Elector("redis://127.0.0.1:1/", "", 1.0)
+
+
+def test_each_reign_has_its_own_owner_on_the_server(server: RedisServer) -> None:
+    """R17 against a real server: after a step-down the next reign is `owner#2`, so a command
+    naming reign 1 (even with the new token) matches nothing."""
+    el = Elector(server.url, "reigns", TTL)
+    leases: List[Lease] = []
+    second = threading.Event()
+
+    def task(lease: Lease) -> None:
+        leases.append(lease)
+        if len(leases) == 2:
+            second.set()
+        lease.stop_event.wait()
+
+    t = start_run(el, task)
+    wait_until(lambda: len(leases) == 1, 5, "the first reign")
+    c = server.client()
+    c.delete("reigns")  # the next RENEW answers 0: step down, campaign again
+    assert second.wait(5), "no second reign"
+    first, again = leases
+    assert (first.owner, again.owner) == (f"{el.owner}#1", f"{el.owner}#2")
+    assert c.execute_command("LEASE.RELEASE", "reigns", first.owner, again.token) == 0
+    info = el.observe()
+    assert info is not None and (info.owner, info.token) == (again.owner, again.token)
+    el.resign()
+    t.join(5)

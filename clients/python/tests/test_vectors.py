@@ -171,6 +171,14 @@ def run_step_down(cfg: Optional[Config], i: Json) -> Json:
     return {"release": decide.release_after(i["reason"])}
 
 
+def run_reign_owner(cfg: Optional[Config], i: Json) -> Json:
+    return {"reign_owner": decide.reign_owner(i["owner"], i["reign"])}
+
+
+def run_next_reign(cfg: Optional[Config], i: Json) -> Json:
+    return {"reign": decide.next_reign(i["reign"], i["event"])}
+
+
 RUNNERS: Dict[str, Callable[[Optional[Config], Json], Json]] = {
     "config_defaults": run_config_defaults,
     "config_validate": run_config_validate,
@@ -185,6 +193,8 @@ RUNNERS: Dict[str, Callable[[Optional[Config], Json], Json]] = {
     "on_renew": run_on_renew,
     "must_stop": run_must_stop,
     "step_down": run_step_down,
+    "reign_owner": run_reign_owner,
+    "next_reign": run_next_reign,
 }
 
 

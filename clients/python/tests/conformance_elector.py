@@ -1,8 +1,10 @@
-"""Conformance elector for the fault harness (docs/conformance.md), on the sync API.
+"""Conformance elector for the fault harness (docs/conformance.md), on the sync API. Not part
+of the shipped package (it drives a private hook for its negative control); conformance.sh
+runs it with the venv's installed redis_lease:
 
-    python -m redis_lease.conformance --id e3.1 --redis redis://127.0.0.1:PORT/ \\
+    python tests/conformance_elector.py --id e3.1 --redis redis://127.0.0.1:PORT/ \\
         --resource 127.0.0.1:PORT --out history.jsonl --ttl-ms 1000 --key chaos:leader \\
-        --mode safe|ignore-deadline
+        --mode safe|ignore-deadline|reuse-owner [--api run|oneshot]
 
 History: JSON lines on CLOCK_MONOTONIC nanoseconds (``time.monotonic_ns()``), appended and
 flushed line by line. Library logs go to stderr.
@@ -22,8 +24,8 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from .decide import Config
-from .sync import Elector, Lease
+from redis_lease.decide import Config
+from redis_lease.sync import Elector, Lease
 
 PREP_S = 0.015  # check -> write window (where a pause turns a write stale)
 PERIOD_S = 0.025
@@ -140,14 +142,19 @@ class Work:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m redis_lease.conformance")
+    p = argparse.ArgumentParser(prog="conformance_elector.py")
     p.add_argument("--id", required=True)
     p.add_argument("--redis", required=True)
     p.add_argument("--resource", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--ttl-ms", type=int, default=1000)
     p.add_argument("--key", default="chaos:leader")
-    p.add_argument("--mode", choices=["safe", "ignore-deadline"], default="safe")
+    # reuse-owner: the negative control of R17 (docs/client-protocol.md), the safe work loop on
+    # an elector that keeps one owner across reigns; a late RELEASE can then end a new reign.
+    p.add_argument("--mode", choices=["safe", "ignore-deadline", "reuse-owner"], default="safe")
+    # oneshot: the same work loop inside `with elector.leadership()`, called again after each
+    # reign (one reign per call), instead of run().
+    p.add_argument("--api", choices=["run", "oneshot"], default="run")
     a = p.parse_args(argv)
 
     logging.basicConfig(
@@ -164,6 +171,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     # "Redis back -> next grant", which the cap bounds.
     cfg = cfg.replace(backoff_max_us=max(a.ttl_ms * 1000, cfg.backoff_min_us))
     elector = Elector(a.redis, a.key, config=cfg, owner=owner)
+    if a.mode == "reuse-owner":
+        elector._core._reuse_owner = True  # private hook: the behaviour R17 forbids
     work = Work(a.id, a.resource, rec, a.ttl_ms / 1000.0, a.mode == "ignore-deadline")
 
     def on_term(signum: int, frame: Any) -> None:
@@ -173,7 +182,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     why: str
     try:
-        elector.run(work.reign)
+        if a.api == "run":
+            elector.run(work.reign)
+        else:
+            while True:
+                try:
+                    with elector.leadership() as lease:
+                        work.reign(lease)
+                except RuntimeError:  # resigned before the next grant
+                    break
         why = "resigned"
     except Exception as e:  # the task failed; run() released the lease first
         why = f"error: {e!r}"
