@@ -10,6 +10,7 @@ package lease
 // of the wall clock cannot move a deadline. The vector tests use one fixed origin plus offsets.
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -65,9 +66,6 @@ func defaultParams(ttlMillis int64) params {
 	}
 }
 
-// maxOwnerBytes is the module's default lease.max-owner-len. Bytes, not characters: the
-// module counts bytes.
-const maxOwnerBytes = 256
 
 // configProblem returns the first rule a configuration breaks as (rule, why), or ("", "") if
 // it is usable. Rule names are shared with every client (config_validate.json).
@@ -75,8 +73,11 @@ func configProblem(p params, key, owner string) (rule, why string) {
 	switch {
 	case key == "":
 		return "key", "key is empty"
-	case owner == "" || len(owner) > maxOwnerBytes:
-		return "owner", "owner must be 1..=256 bytes"
+	// Bytes, not characters: the module counts bytes. The owner is the base of base#reign
+	// (R17): maxBaseBytes leaves room for '#' and a 16-digit reign within the module's
+	// default lease.max-owner-len of 256.
+	case owner == "" || len(owner) > maxBaseBytes:
+		return "owner", fmt.Sprintf("owner must be 1..=%d bytes (it is sent as owner#reign)", maxBaseBytes)
 	case p.TTLMillis < 1:
 		return "ttl", "ttl must be at least 1 ms"
 	// Why 2^53: every number on the wire must stay exact in JSON and JavaScript clients.
@@ -461,6 +462,10 @@ const maxReign = 1<<53 - 1
 // maxBaseBytes is the longest owner base (R17): base + "#" + up to 16 digits of a reign
 // must fit the module's default lease.max-owner-len of 256 bytes.
 const maxBaseBytes = maxOwnerBytes - 1 - 16
+
+// maxOwnerBytes is the module's default lease.max-owner-len. Bytes, not characters: the
+// module counts bytes.
+const maxOwnerBytes = 256
 
 // reignOwner is the owner sent on the wire for reign n: base#n (R17, reign_owner.json).
 // ok is false for a base of 0 or more than 239 bytes, or a reign outside 1..=2^53-1: refused,

@@ -208,10 +208,11 @@ def config_problem(cfg: Config, key: str, owner: str) -> Optional[Tuple[str, str
     """
     if not key:
         return ("key", "key is empty")
-    # Bytes, not characters: the module counts bytes (lease.max-owner-len, default 256).
+    # Bytes, not characters: the module counts bytes (lease.max-owner-len, default 256). The
+    # owner is the base of base#reign (R17): 239 bytes leave room for '#' and 16 digits.
     owner_len = len(owner.encode("utf-8"))
-    if owner_len == 0 or owner_len > 256:
-        return ("owner", "owner must be 1..=256 bytes")
+    if owner_len == 0 or owner_len > MAX_BASE_BYTES:
+        return ("owner", f"owner must be 1..={MAX_BASE_BYTES} bytes (it is sent as owner#reign)")
     if cfg.ttl_ms < 1:
         return ("ttl", "ttl must be at least 1 ms")
     # Why 2^53: every number on the wire must stay exact in JSON and JavaScript clients.
