@@ -66,7 +66,6 @@ func defaultParams(ttlMillis int64) params {
 	}
 }
 
-
 // configProblem returns the first rule a configuration breaks as (rule, why), or ("", "") if
 // it is usable. Rule names are shared with every client (config_validate.json).
 func configProblem(p params, key, owner string) (rule, why string) {
