@@ -130,6 +130,7 @@ fn on_cron(ctx: &Context, _hz: u64) {
                 (offset - last) / 1000
             ));
         }
+        timers::resume_if_pause_over(ctx);
         if stepped || timers::overdue(now) {
             timers::run_due(ctx, stepped);
         }
