@@ -4,7 +4,7 @@
 //! lease to a new name (its expiry timer must follow).
 
 use crate::module::guard::guard;
-use crate::module::{executor, ffi, server, timers};
+use crate::module::{blocking, executor, ffi, server, timers};
 use redis_module::{raw, Context};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
@@ -34,13 +34,28 @@ fn on_config_changed(ctx: &Context, names: &[&[u8]]) {
 }
 
 /// Generic keyspace events: a held lease arriving under a new name (RENAME, COPY, RESTORE,
-/// MOVE) gets an expiry timer under that name.
+/// MOVE) gets an expiry timer under that name; the blocked acquirers of a name that loses
+/// its key by another road than a lease command (DEL, UNLINK, RENAME, MOVE) are answered nil
+/// at once (`blocking::unblock_waiters`) instead of waiting until their BLOCK timeout.
 fn on_generic_event(ctx: &Context, event: &[u8], key: &[u8]) {
-    if matches!(event, b"rename_to" | b"copy_to" | b"restore" | b"move_to")
-        && server::is_primary(ctx)
-    {
-        executor::rearm_key(ctx, key);
+    match event {
+        b"rename_to" | b"copy_to" | b"restore" | b"move_to" if server::is_primary(ctx) => {
+            executor::rearm_key(ctx, key)
+        }
+        b"del" | b"rename_from" | b"move_from" => {
+            let db = ffi::selected_db(ctx.ctx);
+            if blocking::has_waiters(db, key) {
+                blocking::unblock_waiters(ctx, Some((db, key)));
+            }
+        }
+        _ => {}
     }
+}
+
+/// `FLUSHDB`/`FLUSHALL [ASYNC]` empty the keyspace without a per-key event: every waiter's
+/// name lost its key (see `on_generic_event`).
+fn on_flushed(ctx: &Context) {
+    blocking::unblock_waiters(ctx, None);
 }
 
 /// `SWAPDB` moves every lease of two databases at once; the expiry timers are keyed by
@@ -51,6 +66,8 @@ fn on_swapdb(ctx: &Context) {
         timers::stop_all(ctx);
         executor::rearm_all(ctx);
     }
+    // A waiter's name now holds another database's key, or nothing (see `on_generic_event`).
+    blocking::unblock_waiters(ctx, None);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -96,6 +113,9 @@ unsafe extern "C" fn server_event(
             }
             raw::REDISMODULE_EVENT_CRON_LOOP => on_cron(&ctx),
             raw::REDISMODULE_EVENT_SWAPDB => on_swapdb(&ctx),
+            raw::REDISMODULE_EVENT_FLUSHDB if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
+                on_flushed(&ctx)
+            }
             _ => {}
         }
     })
@@ -122,12 +142,13 @@ unsafe extern "C" fn keyspace_event(
 
 /// The server events the module follows; the role change is the one safety needs (grace on
 /// promotion), the others keep timers on time.
-const SERVER_EVENTS: [u64; 5] = [
+const SERVER_EVENTS: [u64; 6] = [
     raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
     raw::REDISMODULE_EVENT_LOADING,
     raw::REDISMODULE_EVENT_CONFIG,
     raw::REDISMODULE_EVENT_CRON_LOOP,
     raw::REDISMODULE_EVENT_SWAPDB,
+    raw::REDISMODULE_EVENT_FLUSHDB,
 ];
 
 fn set_server_event(ctx: &Context, id: u64, on: bool) -> bool {
