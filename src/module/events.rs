@@ -23,6 +23,10 @@ fn on_role_changed(ctx: &Context, now_primary: bool) {
 
 fn on_loading_ended(ctx: &Context) {
     if server::is_primary(ctx) {
+        // Entries from before the load (`DEBUG RELOAD`, a full resync) name keys that were
+        // all replaced: drop them, so `lease_expiry_timers` counts about one per held lease
+        // instead of growing with every reload (issue 35, item 5).
+        timers::stop_all(ctx);
         executor::rearm_all(ctx);
     }
 }
