@@ -17,10 +17,9 @@
 pub mod lease;
 mod module;
 
-use lease::config::{parse_module_args, BOUNDS, DEFAULT_MAX_OWNER_LEN, DEFAULT_MAX_TTL};
+use lease::config::parse_module_args;
 use module::info::add_info;
 use module::{config, datatype::LEASE_TYPE, events, register, timers};
-use redis_module::configuration::ConfigurationFlags;
 use redis_module::{redis_module, Context, RedisString, Status};
 #[allow(unused_imports)] // used by the expansion of `info:` in redis_module!
 use redis_module::{InfoContext, RedisResult};
@@ -35,15 +34,27 @@ type Alloc = std::alloc::System;
 #[cfg(test)]
 const ALLOC: Alloc = std::alloc::System;
 
+/// The load, in an order that leaves the server as it was whenever it refuses (issue 35,
+/// item 2): first everything that can fail on the operator's input (module arguments, then
+/// config lines and `MODULE LOADEX ... CONFIG` through `RedisModule_LoadConfigs`, whose
+/// failure refuses the load instead of being ignored), then the commands, and only at the
+/// very end what Redis 7.0 would keep after a failed load (server-event and keyspace
+/// subscriptions) and the grace timer. `redis_module!` registers only the data type and the
+/// INFO callback before this runs; Redis drops both with a failed load.
 fn init(ctx: &Context, args: &[RedisString]) -> Status {
-    let raw_args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
-    match parse_module_args(&raw_args) {
-        Ok(values) => config::apply_module_args(&values),
+    match load(ctx, args) {
+        Ok(()) => Status::Ok,
         Err(e) => {
             ctx.log_warning(&format!("lease: refusing to load: {e}"));
-            return Status::Err;
+            Status::Err
         }
     }
+}
+
+fn load(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
+    let raw_args: Vec<&[u8]> = args.iter().map(RedisString::as_slice).collect();
+    let values = parse_module_args(&raw_args)?;
+    config::register(ctx, &values)?;
     // Entry points catch panics and answer with an error; the default hook would also print
     // a symbolized backtrace (slow, and noisy in the server's stderr) for each. One line.
     std::panic::set_hook(Box::new(|info| {
@@ -53,8 +64,11 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     ctx.set_module_options(redis_module::raw::ModuleOptions::HANDLE_IO_ERRORS);
     // Commands (and their COMMAND DOCS) come from the one table, src/module/table.rs.
     if register::register(ctx) == Status::Err {
-        return Status::Err;
+        return Err("could not register the commands".into());
     }
+    // ACL categories (also from the table), where the server has the API (7.2+).
+    module::acl::register(ctx);
+    events::subscribe(ctx)?;
     let c = config::snapshot();
     let l = c.limits();
     ctx.log_notice(&format!(
@@ -63,11 +77,8 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
         c.grace_ms(),
         l.max_owner_len
     ));
-    // ACL categories (also from the table), where the server has the API (7.2+).
-    module::acl::register(ctx);
-    events::subscribe_raw_events(ctx);
     timers::start_grace(ctx, "server start");
-    Status::Ok
+    Ok(())
 }
 
 redis_module! {
@@ -77,20 +88,6 @@ redis_module! {
     data_types: [LEASE_TYPE],
     init: init,
     info: add_info,
-    event_handlers: [
-        [@GENERIC: events::on_generic_event],
-    ],
-    configurations: [
-        i64: [
-            ["max-ttl", &config::MAX_TTL, DEFAULT_MAX_TTL, BOUNDS[0].1, BOUNDS[0].2, ConfigurationFlags::DEFAULT, None],
-            ["grace-ms", &config::GRACE_MS, -1, BOUNDS[1].1, BOUNDS[1].2, ConfigurationFlags::DEFAULT, None],
-            ["max-owner-len", &config::MAX_OWNER_LEN, DEFAULT_MAX_OWNER_LEN, BOUNDS[2].1, BOUNDS[2].2, ConfigurationFlags::DEFAULT, None],
-        ],
-        string: [],
-        bool: [],
-        enum: [],
-        module_args_as_configuration: false,
-    ]
 }
 
 #[cfg(test)]

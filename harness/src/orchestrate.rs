@@ -38,6 +38,8 @@ pub const FAULTS: &[&str] = &[
     "failover",
     "clock-jump",
     "late-delivery",
+    "client-pause",
+    "failover-coordinated",
 ];
 
 /// Faults of `--topology sentinel` (its default set). Electors find the primary through
@@ -548,6 +550,154 @@ impl Run<'_> {
         self.record(e);
     }
 
+    /// Err with the log when the primary is no longer up (the old module aborted the server
+    /// when a lease expired while writes were paused: issue 35).
+    async fn primary_still_up(&mut self, during: &str) -> Result<(), String> {
+        for _ in 0..50 {
+            if self.primary()?.query_string(&["PING"]).is_ok() {
+                return Ok(());
+            }
+            if !self.primary()?.srv.alive() {
+                break;
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+        let log = self.primary()?.log();
+        Err(format!("the primary died during {during}; log:\n{log}"))
+    }
+
+    /// `client-pause`: `CLIENT PAUSE d WRITE` (a third of the time `ALL`) on the primary for
+    /// 0.5..2 TTL, so leases expire and renewals wait during it (docs/failover.md §2.6). The
+    /// module must write nothing during the pause; at the old code the server aborted.
+    async fn client_pause(&mut self, t: u64) -> Result<(), String> {
+        let kind = "client-pause";
+        let d = self.rand_ttl(0.5, 2.0);
+        let mode = if self.rng.u32(..3) == 0 {
+            "ALL"
+        } else {
+            "WRITE"
+        };
+        let ms = d.as_millis().to_string();
+        self.primary()?
+            .query_string(&["CLIENT", "PAUSE", &ms, mode])
+            .map_err(|e| format!("CLIENT PAUSE: {e}"))?;
+        sleep(d + Duration::from_millis(50)).await;
+        self.primary_still_up("CLIENT PAUSE").await?;
+        self.fault(
+            kind,
+            t,
+            "primary",
+            format!("CLIENT PAUSE {ms} {mode}"),
+            None,
+        );
+        Ok(())
+    }
+
+    /// `failover-coordinated`: `FAILOVER` from the primary to its replica, the operator's
+    /// planned switch-over. The replica is held back for 0.5..1.5 TTL first (its own `CLIENT
+    /// PAUSE WRITE` stops it applying the stream), so the primary stays paused, waiting for
+    /// it, while leases expire (docs/failover.md §2.6; at the old code the primary aborted).
+    /// Then the two swap roles: the promoted replica starts grace, the old primary replicates
+    /// from it through a new link proxy, and the electors' proxies follow the new primary.
+    async fn failover_coordinated(&mut self, t: u64) -> Result<(), String> {
+        let kind = "failover-coordinated";
+        let Some((replica, link)) = self.replica.take() else {
+            self.fault(kind, t, "primary", String::new(), Some("no replica".into()));
+            return Ok(());
+        };
+        let hold = self.rand_ttl(0.5, 1.5);
+        let hold_ms = hold.as_millis().to_string();
+        let _ = replica.query_string(&["CLIENT", "PAUSE", &hold_ms, "WRITE"]);
+        // A write the held-back replica has not applied: the primary must wait for it.
+        let nudge = mono_ns().to_string();
+        let _ = self
+            .primary()?
+            .query_string(&["SET", "chaos:failover-nudge", &nudge]);
+        let timeout = (self.ttl(10.0) + Duration::from_secs(5))
+            .as_millis()
+            .to_string();
+        if let Err(e) = self
+            .primary()?
+            .query_string(&["FAILOVER", "TIMEOUT", &timeout])
+        {
+            self.replica = Some((replica, link));
+            self.fault(
+                kind,
+                t,
+                "primary",
+                String::new(),
+                Some(format!("FAILOVER: {e}")),
+            );
+            return Ok(());
+        }
+        let role = |s: &Server| {
+            s.query_string(&["INFO", "replication"])
+                .ok()
+                .and_then(|i| {
+                    i.lines()
+                        .find_map(|l| l.strip_prefix("role:"))
+                        .map(|r| r.trim().to_string())
+                })
+                .unwrap_or_default()
+        };
+        let deadline = Instant::now() + hold + Duration::from_secs(15);
+        loop {
+            if role(&replica) == "master" && role(self.primary()?) == "slave" {
+                break;
+            }
+            if !self.primary()?.srv.alive() || Instant::now() > deadline {
+                let log = self.primary()?.log();
+                return Err(format!(
+                    "FAILOVER did not complete (the primary {}); primary log:\n{log}\nreplica log:\n{}",
+                    if self.primary()?.srv.alive() { "is up" } else { "died" },
+                    replica.log()
+                ));
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+        let up = mono_ns();
+        drop(link);
+        let mut new_primary = replica;
+        new_primary.srv.opts.replica_of = None;
+        for s in self.slots.iter().filter_map(|s| s.proxy.as_ref()) {
+            s.retarget(new_primary.addr());
+        }
+        // The old primary follows the new one through a link proxy, like every replica of
+        // this topology (so that later `failover` faults can cut it).
+        let new_link = Proxy::start(new_primary.addr())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut old = self
+            .primary
+            .replace(new_primary)
+            .ok_or("no primary".to_string())?;
+        let port = new_link.addr().port().to_string();
+        old.query_string(&["REPLICAOF", "127.0.0.1", &port])
+            .map_err(|e| format!("REPLICAOF on the old primary: {e}"))?;
+        old.srv.opts.replica_of = Some(new_link.addr().port());
+        let linked = old.wait_replica_link().await;
+        self.replica = Some((old, new_link));
+        self.fault(
+            kind,
+            t,
+            "primary",
+            format!(
+                "FAILOVER with the replica held back {hold_ms} ms; roles swapped{}",
+                if linked {
+                    ""
+                } else {
+                    " (old primary's new link not up)"
+                }
+            ),
+            None,
+        );
+        self.record(RunEvent::RedisUp {
+            t: up,
+            why: "promotion".into(),
+        });
+        Ok(())
+    }
+
     /// `sentinel-failover`: kill -9 the primary Sentinel names; Sentinel promotes a replica
     /// (the module starts grace there); electors find it through Sentinel. In half of the
     /// cases the grant is lost first: both replicas are frozen (SIGSTOP) and their links cut
@@ -954,6 +1104,12 @@ impl Run<'_> {
             }
             "sentinel-failover" => {
                 self.sentinel_failover(t).await?;
+            }
+            "client-pause" => {
+                self.client_pause(t).await?;
+            }
+            "failover-coordinated" => {
+                self.failover_coordinated(t).await?;
             }
             "split-brain" => {
                 self.split_brain(t, leader).await?;

@@ -75,6 +75,9 @@ pub fn parse_module_args(args: &[&[u8]]) -> Result<Vec<(&'static str, i64)>, Str
         } else {
             parse_u64(pair[1]).and_then(|v| i64::try_from(v).ok())
         };
+        if out.iter().any(|(n, _)| *n == canon) {
+            return Err(format!("module argument lease.{canon} given twice"));
+        }
         match value {
             Some(v) if v >= min && v <= max => out.push((canon, v)),
             _ => {
@@ -110,6 +113,9 @@ mod tests {
         assert!(a(&["max-owner-len", "65537"]).is_err());
         assert!(a(&["bogus", "1"]).unwrap_err().contains("unknown"));
         assert!(a(&["max-ttl", "1x"]).is_err());
+        assert!(a(&["max-ttl", "5", "lease.max-ttl", "6"])
+            .unwrap_err()
+            .contains("twice"));
     }
 
     #[test]

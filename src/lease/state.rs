@@ -529,7 +529,12 @@ impl Lease {
                 token,
                 expires_wall_ms,
             } => {
-                if *token != self.token {
+                // A new token is a grant, except for the same holder keeping its lease with
+                // a raised token (`LEASE.RAISE`, which the primary does not count either). A
+                // grant always finds the lease free here: the primary frees a lapsed lease
+                // (a `FREE` effect) before it grants it anew.
+                let raised = self.is_held() && self.owner.as_slice() == owner.as_slice();
+                if *token != self.token && !raised {
                     self.count_grant();
                 }
                 self.owner = Owner::new(owner);
@@ -1149,5 +1154,28 @@ mod tests {
             assert!(l.release(&owner, token, at(2)));
             assert!(!l.is_held() && l.owner().is_empty());
         }
+    }
+
+    /// A replica counts grants as the primary does: a raised token (`LEASE.RAISE`, same
+    /// holder) is not a grant; a new holder after a `FREE` is, also the same owner again.
+    #[test]
+    fn applied_effects_count_grants_like_the_primary() {
+        let hold = |owner: &str, token: u64| Apply::Hold {
+            owner: owner.as_bytes().to_vec(),
+            token,
+            expires_wall_ms: WALL0 + 10_000,
+        };
+        let mut l = Lease::new();
+        l.apply(&hold("a", 1), at(0));
+        assert_eq!(l.grants(), 1);
+        l.apply(&hold("a", 1), at(1)); // renew
+        l.apply(&hold("a", 900), at(2)); // raise
+        assert_eq!(l.grants(), 1);
+        l.apply(&Apply::Free { token: 900 }, at(3));
+        l.apply(&hold("a", 901), at(4));
+        assert_eq!(l.grants(), 2);
+        l.apply(&Apply::Free { token: 901 }, at(5));
+        l.apply(&hold("b", 902), at(6));
+        assert_eq!(l.grants(), 3);
     }
 }

@@ -20,13 +20,15 @@ pub struct Waiter {
     pub ttl_ms: u64,
     pub db: i32,
     pub key: Vec<u8>,
+    /// The blocked client's id (for `CLIENT UNBLOCK`, see `unblock_waiters`).
+    pub client: u64,
 }
 
 type KeyId = (i32, Vec<u8>);
 
 lazy_static::lazy_static! {
-    /// Keys with blocked acquirers and how many; woken at the end of grace.
-    static ref WAITERS: Mutex<HashMap<KeyId, usize>> = Mutex::new(HashMap::new());
+    /// Keys with blocked acquirers and their client ids; woken at the end of grace.
+    static ref WAITERS: Mutex<HashMap<KeyId, Vec<u64>>> = Mutex::new(HashMap::new());
 }
 
 pub type CmdFn = unsafe extern "C" fn(
@@ -53,12 +55,15 @@ pub fn block(
 ) {
     let db = ffi::selected_db(ctx.ctx);
     let name = redis_module::RedisString::string_as_slice(key).to_vec();
-    add_waiter(db, &name);
+    // SAFETY: valid ctx of the command being run.
+    let client = unsafe { raw::RedisModule_GetClientId.map_or(0, |f| f(ctx.ctx)) };
+    add_waiter(db, &name, client);
     let w = Box::new(Waiter {
         owner,
         ttl_ms,
         db,
         key: name,
+        client,
     });
     let mut keys = [key];
     // SAFETY: the callbacks match RedisModuleCmdFunc / the free callback's signature;
@@ -113,19 +118,24 @@ pub unsafe fn take_waiter(privdata: *mut c_void) {
     }
     // SAFETY: caller's contract: this is the Box from `block`, reclaimed once.
     let w = unsafe { Box::from_raw(privdata.cast::<Waiter>()) };
-    remove_waiter(w.db, &w.key);
+    remove_waiter(w.db, &w.key, w.client);
 }
 
-fn add_waiter(db: i32, key: &[u8]) {
-    *lock(&WAITERS).entry((db, key.to_vec())).or_insert(0) += 1;
+fn add_waiter(db: i32, key: &[u8], client: u64) {
+    lock(&WAITERS)
+        .entry((db, key.to_vec()))
+        .or_default()
+        .push(client);
 }
 
-fn remove_waiter(db: i32, key: &[u8]) {
+fn remove_waiter(db: i32, key: &[u8], client: u64) {
     let mut w = lock(&WAITERS);
     let id = (db, key.to_vec());
-    if let Some(n) = w.get_mut(&id) {
-        *n -= 1;
-        if *n == 0 {
+    if let Some(clients) = w.get_mut(&id) {
+        if let Some(at) = clients.iter().position(|&c| c == client) {
+            clients.remove(at);
+        }
+        if clients.is_empty() {
             w.remove(&id);
         }
     }
@@ -137,8 +147,13 @@ pub fn waiter_keys(max: usize) -> Vec<KeyId> {
     lock(&WAITERS).keys().take(max).cloned().collect()
 }
 
+/// Whether (db, key) has blocked acquirers.
+pub fn has_waiters(db: i32, key: &[u8]) -> bool {
+    lock(&WAITERS).contains_key(&(db, key.to_vec()))
+}
+
 pub fn blocked_clients() -> u64 {
-    lock(&WAITERS).values().map(|&n| n as u64).sum()
+    lock(&WAITERS).values().map(|c| c.len() as u64).sum()
 }
 
 /// Signals every key with waiters (end of grace): Redis retries them after this callback.
@@ -152,4 +167,24 @@ pub fn wake_all_waiters(ctx: &Context) {
         }
     }
     ffi::select_db(ctx.ctx, before);
+}
+
+/// Answers the blocked acquirers of (db, key) — every one with `None` — with nil, as a BLOCK
+/// timeout would (`CLIENT UNBLOCK`, which runs the timeout callback), in arrival order. For
+/// a name whose key went away by another road than a lease command (DEL, RENAME, MOVE,
+/// SWAPDB, FLUSHDB/FLUSHALL; issue 35, item 4): Redis retries module clients blocked on a key
+/// only while the key exists, so without this they would wait until their timeout (forever
+/// with BLOCK 0) while the name is free. A nil tells the client "not acquired, ask again".
+pub fn unblock_waiters(ctx: &Context, only: Option<(i32, &[u8])>) {
+    // Collected first: unblocking runs the free callback, which takes this lock.
+    let clients: Vec<u64> = {
+        let w = lock(&WAITERS);
+        match only {
+            Some((db, key)) => w.get(&(db, key.to_vec())).cloned().unwrap_or_default(),
+            None => w.values().flatten().copied().collect(),
+        }
+    };
+    for id in clients {
+        let _ = ctx.call("CLIENT", &["UNBLOCK", &id.to_string()]);
+    }
 }

@@ -4,91 +4,197 @@
 //! lease to a new name (its expiry timer must follow).
 
 use crate::module::guard::guard;
-use crate::module::{executor, ffi, server, timers};
-use redis_module::server_events::{LoadingSubevent, ServerRole};
-use redis_module::{Context, NotifyEvent};
-use redis_module_macros::{
-    config_changed_event_handler, cron_event_handler, loading_event_handler,
-    role_changed_event_handler,
-};
+use crate::module::{blocking, executor, ffi, server, timers};
+use redis_module::{raw, Context};
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicI64, Ordering};
 
-#[role_changed_event_handler]
-fn on_role_changed(ctx: &Context, role: ServerRole) {
-    guard((), || match role {
-        ServerRole::Primary => {
-            // The old primary may have granted leases (or renewed them) in writes this node
-            // never received: wait out the longest possible lease before granting anew.
-            timers::start_grace(ctx, "promoted to primary");
-            executor::rearm_all(ctx);
-        }
-        ServerRole::Replica => timers::stop_all(ctx),
-    })
+fn on_role_changed(ctx: &Context, now_primary: bool) {
+    if now_primary {
+        // The old primary may have granted leases (or renewed them) in writes this node
+        // never received: wait out the longest possible lease before granting anew.
+        timers::start_grace(ctx, "promoted to primary");
+        executor::rearm_all(ctx);
+    } else {
+        timers::stop_all(ctx);
+    }
 }
 
-#[loading_event_handler]
-fn on_loading(ctx: &Context, ev: LoadingSubevent) {
-    guard((), || {
-        if ev == LoadingSubevent::Ended && server::is_primary(ctx) {
-            executor::rearm_all(ctx);
-        }
-    })
+fn on_loading_ended(ctx: &Context) {
+    if server::is_primary(ctx) {
+        // Entries from before the load (`DEBUG RELOAD`, a full resync) name keys that were
+        // all replaced: drop them, so `lease_expiry_timers` counts about one per held lease
+        // instead of growing with every reload (issue 35, item 5).
+        timers::stop_all(ctx);
+        executor::rearm_all(ctx);
+    }
 }
 
-#[config_changed_event_handler]
-fn on_config_changed(ctx: &Context, names: &[&str]) {
-    guard((), || {
-        if names.iter().any(|n| n.starts_with("lease.")) {
-            timers::arm_grace_timer(ctx);
-        }
-    })
+fn on_config_changed(ctx: &Context, names: &[&[u8]]) {
+    if names.iter().any(|n| n.starts_with(b"lease.")) {
+        timers::arm_grace_timer(ctx);
+    }
 }
 
 /// Generic keyspace events: a held lease arriving under a new name (RENAME, COPY, RESTORE,
-/// MOVE) gets an expiry timer under that name.
-pub fn on_generic_event(ctx: &Context, _ev: NotifyEvent, event: &str, key: &[u8]) {
-    guard((), || {
-        if matches!(event, "rename_to" | "copy_to" | "restore" | "move_to")
-            && server::is_primary(ctx)
-        {
-            executor::rearm_key(ctx, key);
+/// MOVE) gets an expiry timer under that name; the blocked acquirers of a name that loses
+/// its key by another road than a lease command (DEL, UNLINK, RENAME, MOVE) are answered nil
+/// at once (`blocking::unblock_waiters`) instead of waiting until their BLOCK timeout.
+fn on_generic_event(ctx: &Context, event: &[u8], key: &[u8]) {
+    match event {
+        b"rename_to" | b"copy_to" | b"restore" | b"move_to" if server::is_primary(ctx) => {
+            executor::rearm_key(ctx, key)
         }
-    })
+        b"del" | b"rename_from" | b"move_from" => {
+            let db = ffi::selected_db(ctx.ctx);
+            if blocking::has_waiters(db, key) {
+                blocking::unblock_waiters(ctx, Some((db, key)));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `FLUSHDB`/`FLUSHALL [ASYNC]` empty the keyspace without a per-key event: every waiter's
+/// name lost its key (see `on_generic_event`).
+fn on_flushed(ctx: &Context) {
+    blocking::unblock_waiters(ctx, None);
 }
 
 /// `SWAPDB` moves every lease of two databases at once; the expiry timers are keyed by
 /// (db, key) and would keep pointing at the old database. Re-arm all of them: cheap for the
 /// tens of leases a deployment has, and it keeps waiters' wake-ups on time.
-unsafe extern "C" fn on_swapdb(
-    ctx: *mut redis_module::raw::RedisModuleCtx,
-    _eid: redis_module::raw::RedisModuleEvent,
-    _subevent: u64,
-    _data: *mut std::os::raw::c_void,
+fn on_swapdb(ctx: &Context) {
+    if server::is_primary(ctx) {
+        timers::stop_all(ctx);
+        executor::rearm_all(ctx);
+    }
+    // A waiter's name now holds another database's key, or nothing (see `on_generic_event`).
+    blocking::unblock_waiters(ctx, None);
+}
+
+// ---------------------------------------------------------------------------------------
+// Subscriptions (issue 35, item 2)
+//
+// Made by `subscribe`, the last step of a load that can no longer fail. Redis 7.0 keeps a
+// failed load's server-event and keyspace subscriptions after it unloads the library (its
+// next cron tick or keyspace event then jumps into freed code), so nothing may be subscribed
+// before every check has passed. That is also why these are raw callbacks rather than the
+// crate's event-handler attributes: `redis_module!` subscribes those before `init` runs,
+// whatever `init` then decides.
+
+unsafe extern "C" fn server_event(
+    ctx: *mut raw::RedisModuleCtx,
+    eid: raw::RedisModuleEvent,
+    subevent: u64,
+    data: *mut c_void,
 ) {
     guard((), || {
         let ctx = Context::new(ctx);
-        if server::is_primary(&ctx) {
-            timers::stop_all(&ctx);
-            executor::rearm_all(&ctx);
+        match eid.id {
+            raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED => on_role_changed(
+                &ctx,
+                subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_MASTER,
+            ),
+            raw::REDISMODULE_EVENT_LOADING
+                if subevent == raw::REDISMODULE_SUBEVENT_LOADING_ENDED =>
+            {
+                on_loading_ended(&ctx)
+            }
+            raw::REDISMODULE_EVENT_CONFIG if !data.is_null() => {
+                // SAFETY: for this event Redis passes a RedisModuleConfigChange whose names
+                // are `num_changes` NUL-terminated strings, alive during the callback.
+                let names: Vec<&[u8]> = unsafe {
+                    let change = &*data.cast::<raw::RedisModuleConfigChange>();
+                    (0..change.num_changes as usize)
+                        .map(|i| *change.config_names.add(i))
+                        .filter(|p| !p.is_null())
+                        .map(|p| CStr::from_ptr(p).to_bytes())
+                        .collect()
+                };
+                on_config_changed(&ctx, &names);
+            }
+            raw::REDISMODULE_EVENT_CRON_LOOP => on_cron(&ctx),
+            raw::REDISMODULE_EVENT_SWAPDB => on_swapdb(&ctx),
+            raw::REDISMODULE_EVENT_FLUSHDB if subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END => {
+                on_flushed(&ctx)
+            }
+            _ => {}
         }
     })
 }
 
-/// Subscribes the events the crate's macros do not cover.
-pub fn subscribe_raw_events(ctx: &Context) {
-    use redis_module::raw;
-    // SAFETY: valid ctx at load; the callback matches RedisModuleEventCallback.
+unsafe extern "C" fn keyspace_event(
+    ctx: *mut raw::RedisModuleCtx,
+    _type: c_int,
+    event: *const c_char,
+    key: *mut raw::RedisModuleString,
+) -> c_int {
+    guard((), || {
+        if event.is_null() || key.is_null() {
+            return;
+        }
+        let ctx = Context::new(ctx);
+        // SAFETY: Redis passes the event name as a C string and the key, both alive during
+        // the callback.
+        let event = unsafe { CStr::from_ptr(event) }.to_bytes();
+        on_generic_event(&ctx, event, redis_module::RedisString::string_as_slice(key));
+    });
+    raw::REDISMODULE_OK as c_int
+}
+
+/// The server events the module follows; the role change is the one safety needs (grace on
+/// promotion), the others keep timers on time.
+const SERVER_EVENTS: [u64; 6] = [
+    raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+    raw::REDISMODULE_EVENT_LOADING,
+    raw::REDISMODULE_EVENT_CONFIG,
+    raw::REDISMODULE_EVENT_CRON_LOOP,
+    raw::REDISMODULE_EVENT_SWAPDB,
+    raw::REDISMODULE_EVENT_FLUSHDB,
+];
+
+fn set_server_event(ctx: &Context, id: u64, on: bool) -> bool {
+    let ev = raw::RedisModuleEvent { id, dataver: 1 };
+    let cb: raw::RedisModuleEventCallback = if on { Some(server_event) } else { None };
+    // SAFETY: valid ctx during OnLoad; the callback matches RedisModuleEventCallback; a NULL
+    // callback unsubscribes.
     unsafe {
-        if let Some(sub) = raw::RedisModule_SubscribeToServerEvent {
-            let ev = raw::RedisModuleEvent {
-                id: raw::REDISMODULE_EVENT_SWAPDB,
-                dataver: 1,
-            };
-            if sub(ctx.ctx, ev, Some(on_swapdb)) != raw::REDISMODULE_OK as std::os::raw::c_int {
-                ctx.log_warning("lease: could not subscribe to SWAPDB events");
+        raw::RedisModule_SubscribeToServerEvent
+            .is_some_and(|sub| sub(ctx.ctx, ev, cb) == raw::REDISMODULE_OK as c_int)
+    }
+}
+
+/// Subscribes every server event and the generic keyspace events. On a failure undoes what it
+/// did (so a refused load leaves nothing behind) and says which one failed.
+pub fn subscribe(ctx: &Context) -> Result<(), String> {
+    for (i, &id) in SERVER_EVENTS.iter().enumerate() {
+        if !set_server_event(ctx, id, true) {
+            for &done in &SERVER_EVENTS[..i] {
+                set_server_event(ctx, done, false);
             }
+            return Err(format!("could not subscribe to server event {id}"));
         }
     }
+    // Last: Redis 7.0 has no way to unsubscribe from keyspace events.
+    // SAFETY: valid ctx during OnLoad; the callback matches RedisModuleNotificationFunc.
+    let ok = unsafe {
+        raw::RedisModule_SubscribeToKeyspaceEvents.is_some_and(|sub| {
+            sub(
+                ctx.ctx,
+                redis_module::NotifyEvent::GENERIC.bits(),
+                Some(keyspace_event),
+            ) == raw::REDISMODULE_OK as c_int
+        })
+    };
+    if !ok {
+        for &id in &SERVER_EVENTS {
+            set_server_event(ctx, id, false);
+        }
+        return Err("could not subscribe to keyspace events".into());
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -111,9 +217,8 @@ const STEP_US: i64 = 5_000;
 /// (2) after a detected wall step, re-arm every timer (and the grace timer) so that they
 /// fire on time again. In the normal case this finds nothing to do: the timer fired first
 /// and removed its entry.
-#[cron_event_handler]
-fn on_cron(ctx: &Context, _hz: u64) {
-    guard((), || {
+fn on_cron(ctx: &Context) {
+    {
         let now = ffi::now();
         // No reliable reading this tick: overdue timers below are still handled.
         let (stepped, offset, last) = match ffi::wall_minus_mono_us() {
@@ -130,6 +235,7 @@ fn on_cron(ctx: &Context, _hz: u64) {
                 (offset - last) / 1000
             ));
         }
+        timers::resume_if_pause_over(ctx);
         if stepped || timers::overdue(now) {
             timers::run_due(ctx, stepped);
         }
@@ -138,5 +244,5 @@ fn on_cron(ctx: &Context, _hz: u64) {
         {
             timers::end_or_rearm_grace(ctx);
         }
-    })
+    }
 }

@@ -357,6 +357,12 @@ unsafe extern "C" fn on_ready(
     _argc: c_int,
 ) -> c_int {
     guard(ERR, || {
+        // A grant now would write while the server forbids it (aborting the server, see
+        // `timers`): the acquirer stays blocked and is retried right after the pause.
+        if server::writes_paused() {
+            timers::defer_until_writes_resume(&Context::new(ctx), true);
+            return ERR;
+        }
         // SAFETY: Redis calls this for a client blocked by `blocking::block`.
         let (w, key) = unsafe { (blocking::waiter(ctx), blocking::ready_key(ctx)) };
         let Some(w) = w else { return ERR };

@@ -1,9 +1,22 @@
-//! Questions to Redis itself: role, `min-replicas-to-write`, numeric server settings.
+//! Questions to Redis itself: role, paused writes, `min-replicas-to-write`, numeric server
+//! settings.
 
 use redis_module::{Context, ContextFlags, RedisValue};
 
 pub fn is_primary(ctx: &Context) -> bool {
     ctx.get_flags().contains(ContextFlags::MASTER)
+}
+
+/// Does the server forbid writes to reach the AOF and replicas right now? True during
+/// `CLIENT PAUSE WRITE|ALL`, `FAILOVER` and `CLUSTER FAILOVER` (while the primary waits for
+/// its replica's offset), and `SHUTDOWN` waiting for lagging replicas. Redis then asserts that
+/// nothing is propagated (`propagateNow`): a module write would abort the server. This is
+/// `RedisModule_AvoidReplicaTraffic`, which is exactly that check on every server we support
+/// (7.0: any client pause; 7.2+, Valkey: the paused `PAUSE_ACTION_REPLICA` action), and it
+/// first ends a pause whose time is up, so it never reports a pause that is over.
+pub fn writes_paused() -> bool {
+    // SAFETY: a plain query without arguments; the pointer is filled in at module load.
+    unsafe { redis_module::raw::RedisModule_AvoidReplicaTraffic.is_some_and(|f| f() != 0) }
 }
 
 pub fn database_count(ctx: &Context) -> i32 {

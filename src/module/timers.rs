@@ -14,13 +14,24 @@
 //! Due entries are handled in batches of at most `BATCH_BUDGET_US` of work; if more are due
 //! the timer is re-armed at 0 ms, so Redis serves clients between batches and an expiry storm
 //! (100,000 leases with the same deadline) does not stall the event loop for its whole length.
+//!
+//! Paused writes (issue 35; docs/failover.md §2.6): while the server forbids propagation
+//! (`server::writes_paused`: CLIENT PAUSE, FAILOVER, CLUSTER FAILOVER, SHUTDOWN waiting for a
+//! replica), expiry writes `FREE` and a grant writes `HOLD`, and either would abort the server.
+//! So due entries stay in the heap and blocked acquirers stay blocked; one poll timer
+//! (`PAUSE_POLL_MS`) watches for the end of the pause and then runs the due entries and
+//! wakes every waiter. Safe because a lease's expiry is only ever observed *late* that way,
+//! never early: the holder's deadline has passed either way, and no other client can be
+//! granted the lease before it is freed. Renewals are write commands, which the server itself
+//! holds back for the pause; one that runs after its lease's deadline is refused as usual.
 
 use crate::lease::Now;
 use crate::module::duekey::DueKey;
 use crate::module::guard::{guard, lock};
-use crate::module::{blocking, ffi, node};
+use crate::module::{blocking, ffi, node, server};
 use redis_module::{Context, RedisModuleTimerID};
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -77,7 +88,14 @@ lazy_static::lazy_static! {
         on_due: None,
     });
     static ref GRACE_TIMER: Mutex<Option<RedisModuleTimerID>> = Mutex::new(None);
+    /// The poll timer armed while work waits for paused writes to end, and the monotonic
+    /// instant the wait was first noticed (for the log line at its end).
+    static ref PAUSE_POLL: Mutex<Option<(RedisModuleTimerID, u64)>> = Mutex::new(None);
 }
+/// A blocked acquirer was retried during a pause and left blocked: wake every waiter after it.
+static WAKE_AFTER_PAUSE: AtomicBool = AtomicBool::new(false);
+/// How often the end of a pause is looked for: the deferred work runs at most this late.
+const PAUSE_POLL_MS: u64 = 10;
 const MAX_TIMER_MS: u64 = 86_400_000;
 /// Work per timer callback before yielding to the event loop (µs of monotonic time).
 const BATCH_BUDGET_US: u64 = 2_000;
@@ -149,6 +167,11 @@ pub fn run_due(ctx: &Context, restart: bool) {
         }
     }
     let start = ffi::now().mono_us;
+    if server::writes_paused() {
+        // Nothing is popped: every due entry waits for the end of the pause (module doc).
+        wait_for_pause_end(ctx, start);
+        return;
+    }
     let mut now = start;
     let first = {
         let w = lock(&EXPIRY);
@@ -197,6 +220,71 @@ pub fn run_due(ctx: &Context, restart: bool) {
     let mut w = lock(&EXPIRY);
     // Entries still due (budget spent): a 0 ms timer lets Redis serve clients first.
     arm(ctx, &mut w, ffi::now().mono_us);
+}
+
+/// Called for work that must not write now (due expiry entries, a blocked acquirer's grant):
+/// arms the poll timer that resumes it after the pause, unless it is armed already.
+/// `waiters`: a blocked acquirer was left blocked, so every waiter is woken after the pause.
+pub fn defer_until_writes_resume(ctx: &Context, waiters: bool) {
+    if waiters {
+        WAKE_AFTER_PAUSE.store(true, Ordering::Relaxed);
+    }
+    wait_for_pause_end(ctx, ffi::now().mono_us);
+}
+
+fn wait_for_pause_end(ctx: &Context, now_mono_us: u64) {
+    let mut poll = lock(&PAUSE_POLL);
+    if poll.is_some() {
+        return;
+    }
+    ctx.log_notice(
+        "lease: the server pauses writes (CLIENT PAUSE, FAILOVER or SHUTDOWN): expiries and grants to waiters wait for the pause to end",
+    );
+    let id = ctx.create_timer(Duration::from_millis(PAUSE_POLL_MS), on_pause_poll, ());
+    *poll = Some((id, now_mono_us));
+}
+
+fn on_pause_poll(ctx: &Context, _: ()) {
+    guard((), || {
+        let since = lock(&PAUSE_POLL).take().map_or(0, |(_, since)| since);
+        if server::writes_paused() {
+            let id = ctx.create_timer(Duration::from_millis(PAUSE_POLL_MS), on_pause_poll, ());
+            *lock(&PAUSE_POLL) = Some((id, since));
+            return;
+        }
+        resume_after_pause(ctx, since);
+    })
+}
+
+/// From the server cron: the poll timer runs on the wall clock like every module timer (see
+/// `events::on_cron`), so after a wall-clock step it could fire late; the cron notices the
+/// end of a pause at most one tick late instead.
+pub fn resume_if_pause_over(ctx: &Context) {
+    let since = {
+        let mut poll = lock(&PAUSE_POLL);
+        match *poll {
+            Some((id, since)) if !server::writes_paused() => {
+                let _ = ctx.stop_timer::<()>(id);
+                *poll = None;
+                since
+            }
+            _ => return,
+        }
+    };
+    resume_after_pause(ctx, since);
+}
+
+fn resume_after_pause(ctx: &Context, since: u64) {
+    let waited_ms = ffi::now().mono_us.saturating_sub(since) / 1000;
+    ctx.log_notice(&format!(
+        "lease: writes resumed after {waited_ms} ms: deferred expiries and grants run now"
+    ));
+    // Expiry first: a lease that lapsed during the pause is freed, and its waiters
+    // signalled, before the other waiters are retried.
+    run_due(ctx, false);
+    if WAKE_AFTER_PAUSE.swap(false, Ordering::Relaxed) {
+        blocking::wake_all_waiters(ctx);
+    }
 }
 
 /// Expires the due leases among the keys with blocked acquirers; true if any woke someone.

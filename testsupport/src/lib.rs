@@ -48,6 +48,10 @@ pub struct ServerOptions {
     /// (port, bind, dir and logfile are added). Sentinel insists on a writable config file:
     /// it records its view of the topology there. The module is never loaded into it.
     pub sentinel: Option<Vec<String>>,
+    /// Start from a `redis.conf` with these lines (before every command-line argument), so
+    /// that `CONFIG REWRITE` has a file to write. Written on first start only: a restart keeps
+    /// what `CONFIG REWRITE` made of it.
+    pub conf: Option<Vec<String>>,
 }
 
 impl Default for ServerOptions {
@@ -63,6 +67,7 @@ impl Default for ServerOptions {
             replica_of: None,
             die_with_parent: false,
             sentinel: None,
+            conf: None,
         }
     }
 }
@@ -110,6 +115,11 @@ impl ServerOptions {
             .env("FAKETIME_TIMESTAMP_FILE", &control.display().to_string())
             .env("FAKETIME_NO_CACHE", "1")
             .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+    }
+    /// Start from a `redis.conf` with these lines (see [`ServerOptions::conf`]).
+    pub fn conf(mut self, lines: &[&str]) -> Self {
+        self.conf = Some(lines.iter().map(|s| s.to_string()).collect());
+        self
     }
     /// A Sentinel (see [`ServerOptions::sentinel`]).
     pub fn sentinel(lines: &[String]) -> Self {
@@ -307,6 +317,13 @@ impl RedisServer {
                     .map_err(|e| format!("{}: {e}", conf.display()))?;
             }
             cmd.arg(&conf).arg("--sentinel");
+        } else if let Some(lines) = &self.opts.conf {
+            let conf = self.dir.path().join("redis.conf");
+            if !conf.exists() {
+                std::fs::write(&conf, lines.join("\n") + "\n")
+                    .map_err(|e| format!("{}: {e}", conf.display()))?;
+            }
+            cmd.arg(&conf);
         }
         cmd.arg("--port")
             .arg(self.port.to_string())
