@@ -18,7 +18,8 @@ pub struct ElectorConfig {
     pub redis_url: String,
     /// The lease key.
     pub key: String,
-    /// Owner id; unique per process incarnation (default from [`default_owner`]).
+    /// Owner id base, 1..=239 bytes; unique per process incarnation (default from
+    /// [`default_owner`]). Each reign sends `owner#reign` on the wire (protocol R17).
     pub owner: String,
     /// Lease TTL sent with every ACQUIRE/RENEW (server side expiry).
     pub ttl: Duration,

@@ -79,6 +79,7 @@ impl LeaderContext {
     pub fn key(&self) -> &str {
         &self.key
     }
+    /// This reign's owner as the server knows it: `base#reign` (protocol R17).
     pub fn owner(&self) -> &str {
         &self.owner
     }

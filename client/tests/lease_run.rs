@@ -500,8 +500,10 @@ fn restart_recampaigns_and_metrics_are_served() {
         .unwrap()
         .port();
     let addr = format!("127.0.0.1:{port}");
+    let owners = dir.path().join("owners");
     let script = format!(
-        "echo \"start $LEASE_TOKEN $(date +%s%N)\" >> {}; sleep 0.3",
+        "echo \"$LEASE_OWNER\" >> {}; echo \"start $LEASE_TOKEN $(date +%s%N)\" >> {}; sleep 0.3",
+        owners.display(),
         file.display()
     );
     let _run = LeaseRun::start(
@@ -528,6 +530,20 @@ fn restart_recampaigns_and_metrics_are_served() {
     assert!(
         ts.windows(2).all(|w| w[1] > w[0]),
         "every term gets a new token: {ts:?}"
+    );
+    // R17: every term runs under a new owner, `base#1`, `base#2`, ... with one base.
+    let owners = std::fs::read_to_string(&owners).unwrap();
+    let owners: Vec<&str> = owners.lines().take(3).collect();
+    let base = owners[0].strip_suffix("#1").expect("first reign is #1");
+    assert!(!base.is_empty(), "{owners:?}");
+    assert_eq!(
+        owners,
+        vec![
+            format!("{base}#1"),
+            format!("{base}#2"),
+            format!("{base}#3")
+        ],
+        "one owner per reign"
     );
     let mut body = String::new();
     let end = Instant::now() + Duration::from_secs(2);

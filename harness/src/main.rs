@@ -39,7 +39,7 @@ faults: kill pause partition blackhole delay resign restart restart-aof failover
                     [--skew-ms MS] [--node-replicas] ... (quorum mode, docs/quorum.md;
                     faults: kill pause partition split resign node-kill node-restart
                     node-restart-aof node-partition node-pause node-clock-jump node-failover
-                    node-split-brain)";
+                    node-split-brain late-delivery; [--elector-mode safe|reuse-owner])";
 
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().skip(1).collect();

@@ -976,6 +976,7 @@ impl Run<'_> {
                     acquire: self.rng.u32(..3) == 0,
                     renew: true,
                     release: true,
+                    raise: false,
                 };
                 let proxy = self.proxy(i)?;
                 proxy.set_mode(Mode::Late { hold, commands });

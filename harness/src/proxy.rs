@@ -55,6 +55,8 @@ pub struct Held {
     pub acquire: bool,
     pub renew: bool,
     pub release: bool,
+    /// `LEASE.RAISE` (quorum mode's second step).
+    pub raise: bool,
 }
 
 impl Held {
@@ -63,6 +65,7 @@ impl Held {
         (self.acquire && name.eq_ignore_ascii_case(b"LEASE.ACQUIRE"))
             || (self.renew && name.eq_ignore_ascii_case(b"LEASE.RENEW"))
             || (self.release && name.eq_ignore_ascii_case(b"LEASE.RELEASE"))
+            || (self.raise && name.eq_ignore_ascii_case(b"LEASE.RAISE"))
     }
 
     /// `ACQUIRE,RENEW,RELEASE` (the ones held), for fault records.
@@ -71,6 +74,7 @@ impl Held {
             (self.acquire, "ACQUIRE"),
             (self.renew, "RENEW"),
             (self.release, "RELEASE"),
+            (self.raise, "RAISE"),
         ]
         .iter()
         .filter(|(on, _)| *on)

@@ -22,7 +22,12 @@
 //! single-primary protocol in this same harness (one URL: the ordinary client), for side by
 //! side runs of these faults.
 //! Elector faults: `kill`, `pause`, `partition` (cut from every node), `split` (the leader
-//! cut from a random majority of nodes), `resign`.
+//! cut from a random majority of nodes), `resign`, `late-delivery` (the leader's RENEW and
+//! RELEASE, in a third of the cases its ACQUIRE and RAISE too, held 0.3..0.7 TTL on every
+//! node, delivered even after it closed the connection: issue 23).
+//!
+//! `--elector-mode safe|reuse-owner` is passed to every elector as `--mode` (reuse-owner: the
+//! negative control of protocol R17, one owner for every reign).
 //!
 //! Negative controls (must be caught): `--grace-ms 0` with node restarts; `--quorum-control
 //! no-unify` (no raise; with `--skew-ms`, one node's wall clock runs ahead); `--quorum-control
@@ -36,7 +41,7 @@ use crate::procs::{
 use lease_harness::checker::Summary;
 use lease_harness::clock::mono_ns;
 use lease_harness::history::{JsonlWriter, RunEvent};
-use lease_harness::proxy::{Mode, Proxy};
+use lease_harness::proxy::{Held, Mode, Proxy};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -57,6 +62,7 @@ pub const FAULTS: &[&str] = &[
     "node-clock-jump",
     "node-failover",
     "node-split-brain",
+    "late-delivery",
 ];
 
 const KEY: &str = "chaos:leader";
@@ -85,6 +91,7 @@ struct Config {
     fence: bool,
     module: PathBuf,
     control: String,
+    elector_mode: String,
     skew_ms: u64,
     node_replicas: bool,
     server_bin: String,
@@ -117,6 +124,9 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         .value("--quorum-control")?
         .unwrap_or_else(|| "correct".into());
     let skew_ms = args.parsed("--skew-ms", 0u64)?;
+    let elector_mode = args
+        .value("--elector-mode")?
+        .unwrap_or_else(|| "safe".into());
     let node_replicas = args.flag("--node-replicas");
     let module = match args.value("--module")? {
         Some(m) => PathBuf::from(m),
@@ -143,6 +153,11 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     }
     if !["correct", "no-unify", "minority"].contains(&control.as_str()) {
         return Err(format!("unknown --quorum-control {control}"));
+    }
+    if !["safe", "reuse-owner"].contains(&elector_mode.as_str()) {
+        return Err(format!(
+            "unknown --elector-mode {elector_mode} (quorum: safe, reuse-owner)"
+        ));
     }
     if !(1..=20).contains(&electors) || runs == 0 || seconds < 5 || ttl_ms < 100 {
         return Err("need 1..=20 electors, runs >= 1, seconds >= 5, ttl-ms >= 100".into());
@@ -179,6 +194,7 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         fence,
         module,
         control,
+        elector_mode,
         skew_ms,
         node_replicas,
         server_bin: std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into()),
@@ -491,6 +507,7 @@ impl Run<'_> {
             .args(["--ttl-ms", &self.cfg.ttl_ms.to_string()])
             .args(["--key", KEY])
             .args(["--quorum-control", &self.cfg.control])
+            .args(["--mode", &self.cfg.elector_mode])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(err);
@@ -552,7 +569,7 @@ impl Run<'_> {
     async fn inject(&mut self, kind: &str) -> Result<(), String> {
         let t = mono_ns();
         let leader = self.leader();
-        let needs_leader = ["kill", "pause", "resign", "split"].contains(&kind);
+        let needs_leader = ["kill", "pause", "resign", "split", "late-delivery"].contains(&kind);
         if needs_leader && leader.is_none() {
             self.fault(kind, t, "-", String::new(), Some("no leader".into()));
             return Ok(());
@@ -613,6 +630,39 @@ impl Run<'_> {
                     t,
                     &id,
                     format!("cut from nodes {cut:?} for {} ms", d.as_millis()),
+                    None,
+                );
+            }
+            "late-delivery" => {
+                // As in the single-primary topology (orchestrate.rs), on every node at once.
+                let i = leader.unwrap_or(0);
+                let id = self.slot_id(i);
+                let hold = self.rand_ttl(0.3, 0.7);
+                let d = self.rand_ttl(2.0, 4.0);
+                let more = self.rng.u32(..3) == 0;
+                let commands = Held {
+                    acquire: more,
+                    renew: true,
+                    release: true,
+                    raise: more,
+                };
+                for p in &self.slots[i].proxies {
+                    p.set_mode(Mode::Late { hold, commands });
+                }
+                sleep(d).await;
+                for p in &self.slots[i].proxies {
+                    p.set_mode(Mode::Pass);
+                }
+                self.fault(
+                    kind,
+                    t,
+                    &id,
+                    format!(
+                        "{} held {} ms each on every node for {} ms",
+                        commands.names(),
+                        hold.as_millis(),
+                        d.as_millis()
+                    ),
                     None,
                 );
             }

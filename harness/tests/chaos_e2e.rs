@@ -67,7 +67,7 @@ fn short_seeded_chaos_run_has_no_violations() {
         "--seed",
         "20261129",
         "--fault",
-        "kill,pause,partition,blackhole,delay,resign,restart,restart-aof,failover,clock-jump",
+        "kill,pause,partition,blackhole,delay,resign,restart,restart-aof,failover,clock-jump,late-delivery",
     ]);
     assert!(
         o.summary.starts_with("runs=1 violations=0 "),
@@ -179,5 +179,37 @@ fn fencing_alone_catches_the_stale_writes_of_the_unsafe_elector() {
         field(&o.summary, "writes_fenced").unwrap_or(0.0) > 0.0,
         "{}",
         o.summary
+    );
+}
+
+/// Issue 23's negative control: the Rust elector with one owner for every reign (the wire
+/// behaviour before protocol R17) under late-delivered RENEW/RELEASE: a stale RELEASE frees
+/// the next reign and a follower is granted while it acts.
+#[test]
+fn reused_owner_under_late_delivery_is_caught() {
+    let (o, _dir) = chaos(&[
+        "--runs",
+        "1",
+        "--electors",
+        "3",
+        "--seconds",
+        "20",
+        "--seed",
+        "23",
+        "--fault",
+        "late-delivery",
+        "--elector-mode",
+        "reuse-owner",
+    ]);
+    assert_eq!(
+        o.code,
+        Some(1),
+        "checker did not fail the reused owner: {}",
+        o.stdout
+    );
+    assert!(
+        o.stdout.contains("VIOLATION run-0000 early_grant"),
+        "no early grant reported:\n{}",
+        o.stdout
     );
 }
