@@ -94,6 +94,72 @@ public final class Decide {
         return null;
     }
 
+    // ---------------------------------------------------------------- reigns (R17)
+
+    /** The largest reign number: every language holds integers up to 2^53-1 exactly. */
+    static final long MAX_REIGN = (1L << 53) - 1;
+
+    /**
+     * The longest owner base: base + '#' + a reign of up to 16 digits must fit the server's
+     * default lease.max-owner-len of 256 bytes.
+     */
+    static final int MAX_BASE_BYTES = 239;
+
+    /**
+     * R17: the owner sent on the wire for reign {@code reign}: {@code base#reign}, or null when
+     * the base is empty or over 239 UTF-8 bytes, or the counter is outside 1..2^53-1 (refused,
+     * never truncated). Why per reign: an abandoned RELEASE or RENEW of an earlier reign may
+     * still execute after a new campaign began; with the same owner the new campaign's ACQUIRE
+     * would be an idempotent refresh of the old grant and the stale RELEASE would end the new
+     * reign while it acts. With a new owner the stale command names an owner that no longer
+     * holds anything and answers 0.
+     */
+    static String reignOwner(String base, long reign) {
+        int bytes = base == null ? 0 : base.getBytes(StandardCharsets.UTF_8).length;
+        if (bytes == 0 || bytes > MAX_BASE_BYTES || reign < 1 || reign > MAX_REIGN) {
+            return null;
+        }
+        return base + "#" + reign;
+    }
+
+    /** An event of the election loop, as far as the reign counter is concerned (R17). */
+    enum ReignEvent {
+        GRANTED("granted"),
+        UNCONFIRMED("unconfirmed"),
+        NOT_GRANTED("not_granted"),
+        ERROR("error"),
+        STEPPED_DOWN("stepped_down");
+
+        private final String label;
+
+        ReignEvent(String label) {
+            this.label = label;
+        }
+
+        String label() {
+            return label;
+        }
+
+        static ReignEvent fromLabel(String s) {
+            for (ReignEvent e : values()) {
+                if (e.label.equals(s)) {
+                    return e;
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
+     * R17: the reign counter after {@code event}. Only a step-down advances it. Why nothing
+     * else: within one campaign the R7 (late reply), R11 (unacknowledged) and R16 (failed
+     * ACQUIRE that may have been granted) re-asks must refresh the campaign's own grant, which
+     * needs the same owner. (Past 2^53-1 the result is refused by {@link #reignOwner}.)
+     */
+    static long nextReign(long reign, ReignEvent event) {
+        return event == ReignEvent.STEPPED_DOWN && reign < Long.MAX_VALUE ? reign + 1 : reign;
+    }
+
     // ---------------------------------------------------------------- deadlines
 
     /**

@@ -34,6 +34,7 @@ public final class LeaderContext {
         return key;
     }
 
+    /** The owner this reign holds the lease as, {@code base#reign} (R17); what LEASE.GET shows. */
     public String owner() {
         return owner;
     }

@@ -42,7 +42,10 @@ public final class LeaderElector implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(LeaderElector.class);
 
     private final String key;
-    private final String owner;
+    /** The configured owner id (unique per process incarnation); the wire owner is base#reign (R17). */
+    private final String base;
+    /** Negative control of the conformance harness only: keep reign 1's owner for every reign. */
+    private final boolean reuseOwner;
     private final LeaseTiming timing;
     private final Candidate candidate;
     private final ElectorMetrics metrics;
@@ -64,10 +67,16 @@ public final class LeaderElector implements AutoCloseable {
     private final Transport.Slot blockSlot;
     private final Transport.Slot cmdSlot;
     private Boolean redisUp;
+    /** R17: the reign counter; advanced after every step-down (elector thread only). */
+    private long reign = 1;
+    /** The owner sent on the wire for the current reign, base#reign (written by the elector thread). */
+    private volatile String owner;
 
     private LeaderElector(Builder b, LeaseTiming timing) {
         this.key = b.key;
-        this.owner = b.owner;
+        this.base = b.owner;
+        this.reuseOwner = b.reuseOwner;
+        this.owner = Decide.reignOwner(base, reign);
         this.timing = timing;
         this.candidate = b.candidate;
         this.metrics = b.metrics;
@@ -90,8 +99,12 @@ public final class LeaderElector implements AutoCloseable {
         return key;
     }
 
+    /**
+     * The configured owner id (the base). What the server sees is {@code base#reign}: a new
+     * owner for every reign (R17); {@link LeaderContext#owner()} is that reign's.
+     */
     public String owner() {
-        return owner;
+        return base;
     }
 
     public LeaseTiming timing() {
@@ -227,7 +240,14 @@ public final class LeaderElector implements AutoCloseable {
                 attempt = 0;
                 unconfirmed = null;
                 metrics.acquire("granted");
-                if (lead(lead) == StepDownReason.RESIGNED) {
+                StepDownReason reason = lead(lead);
+                if (reason == StepDownReason.RESIGNED) {
+                    return;
+                }
+                // R17: the reign is over, whatever the reason: the next campaign asks with a
+                // new owner, so a RENEW or RELEASE of this reign that we abandoned and that
+                // still executes later names an owner that holds nothing and answers 0.
+                if (!advanceReign()) {
                     return;
                 }
             } else if (d instanceof Decide.Unconfirmed u) {
@@ -266,6 +286,25 @@ public final class LeaderElector implements AutoCloseable {
                 pause(p);
             }
         }
+    }
+
+    /**
+     * R17: step to the next reign's owner; false (and the loop ends) when the counter is
+     * exhausted (2^53-1 reigns: never in practice, but never a reused owner either).
+     */
+    private boolean advanceReign() {
+        if (reuseOwner) {
+            return true;
+        }
+        long next = Decide.nextReign(reign, Decide.ReignEvent.STEPPED_DOWN);
+        String o = Decide.reignOwner(base, next);
+        if (o == null) {
+            log.error("reign counter exhausted; not campaigning again key={} owner={} reign={}", key, owner, reign);
+            return false;
+        }
+        reign = next;
+        owner = o;
+        return true;
     }
 
     /** Sleep, or until resign. */
@@ -661,8 +700,19 @@ public final class LeaderElector implements AutoCloseable {
         private ElectorMetrics metrics = ElectorMetrics.NOOP;
         private LeaderListener listener;
         private Duration observeInterval;
+        private boolean reuseOwner;
 
         private Builder() {}
+
+        /**
+         * The negative control of the conformance harness (docs/conformance.md, mode
+         * {@code reuse-owner}): keep one owner across reigns, the behaviour R17 forbids. Not
+         * public API: only the conformance elector in this package calls it.
+         */
+        Builder reuseOwnerAcrossReigns() {
+            this.reuseOwner = true;
+            return this;
+        }
 
         /**
          * A standalone primary ({@code redis://host:port}) or a Sentinel-monitored one
@@ -708,7 +758,11 @@ public final class LeaderElector implements AutoCloseable {
             return this;
         }
 
-        /** Owner id; default {@link #defaultOwner()}. Must be unique per process incarnation. */
+        /**
+         * Owner id (the base of the per-reign owner {@code base#reign}, R17); default
+         * {@link #defaultOwner()}. Must be unique per process incarnation; 1..=239 UTF-8 bytes so
+         * that {@code #} and any reign number fit the server's 256-byte limit.
+         */
         public Builder owner(String owner) {
             this.owner = owner;
             return this;
@@ -840,6 +894,12 @@ public final class LeaderElector implements AutoCloseable {
             Decide.Problem p = Decide.configProblem(t, key, owner);
             if (p != null) {
                 throw new IllegalArgumentException("invalid configuration: " + p);
+            }
+            // R17: the wire owner is base#reign; a base that cannot carry every reign number
+            // within 256 bytes is refused, never truncated.
+            if (Decide.reignOwner(owner, 1) == null) {
+                throw new IllegalArgumentException("invalid configuration: owner: owner must be 1..="
+                        + Decide.MAX_BASE_BYTES + " bytes (the elector sends owner#reign, at most 256 bytes)");
             }
             if (observeInterval != null && observeInterval.toMillis() < 1) {
                 throw new IllegalArgumentException("invalid configuration: observe_interval: at least 1 ms");
