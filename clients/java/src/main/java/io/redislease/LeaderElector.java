@@ -466,9 +466,15 @@ public final class LeaderElector implements AutoCloseable {
             Decide.RenewDecision d = Decide.onRenew(timing, deadline, sentAt, now, res);
             if (d instanceof Decide.Extend x) {
                 metrics.renew("renewed", now - sentAt);
+                if (!ctx.extend(x.deadline())) {
+                    // A reader of the context saw the stop point pass while this thread was
+                    // stalled (between the reply and here) and fired the signal: the task was
+                    // told to stop, so the reign is over even though the renewal counted.
+                    reason = StepDownReason.DEADLINE;
+                    break;
+                }
                 deadline = x.deadline();
                 nextRenew = x.nextRenew();
-                ctx.extend(deadline);
                 metrics.deadline(deadline);
             } else if (d instanceof Decide.StepDown s) {
                 metrics.renew(s.reason() == StepDownReason.RENEW_REJECTED ? "rejected" : "error", now - sentAt);
