@@ -53,6 +53,16 @@ public final class LeaderContext {
     }
 
     /**
+     * A write fenced by this reign's token: {@code LEASE.FENCE key token command...} on your
+     * connection ({@code connection.sync()}); see {@link LeaseFence#fence}.
+     *
+     * @throws FencedException a later reign holds the lease (or none does): nothing was written
+     */
+    public Object fence(io.lettuce.core.api.sync.BaseRedisCommands<String, String> redis, String... command) {
+        return LeaseFence.fence(redis, key, token, command);
+    }
+
+    /**
      * "Check the deadline before every step": true only if the stop signal has not fired and
      * the stop point (deadline - stop budget) is still ahead. Reads the monotonic clock at
      * every call, so it is right at once after a GC pause or SIGSTOP, before any timer ran.

@@ -45,6 +45,7 @@ final class Transport {
         static final Cmd RENEW = new Cmd("LEASE.RENEW");
         static final Cmd RELEASE = new Cmd("LEASE.RELEASE");
         static final Cmd GET = new Cmd("LEASE.GET");
+        static final Cmd FENCE = new Cmd("LEASE.FENCE");
 
         private final byte[] bytes;
         private final String text;
