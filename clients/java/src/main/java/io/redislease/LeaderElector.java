@@ -1,6 +1,8 @@
 package io.redislease;
 
+import io.lettuce.core.ClientOptions;
 import io.lettuce.core.RedisURI;
+import io.lettuce.core.SslOptions;
 import io.lettuce.core.protocol.CommandArgs;
 import io.lettuce.core.protocol.ProtocolVersion;
 import io.lettuce.core.resource.ClientResources;
@@ -83,8 +85,8 @@ public final class LeaderElector implements AutoCloseable {
         this.listener = b.listener;
         this.observeIntervalNanos = b.observeInterval != null ? b.observeInterval.toNanos() : timing.renewIntervalNanos();
         this.connector = b.seeds != null
-                ? Transport.cluster(b.seeds, key, b.resources, Transport.connectTimeoutNanos(timing), b.protocol)
-                : Transport.standalone(b.uri, b.resources, Transport.connectTimeoutNanos(timing), b.protocol);
+                ? Transport.cluster(b.seeds, key, b.resources, Transport.connectTimeoutNanos(timing), b.settings())
+                : Transport.standalone(b.uri, b.resources, Transport.connectTimeoutNanos(timing), b.settings());
         // R5: the BLOCKing acquire gets a connection of its own; renewals, non-blocking calls
         // and releases use the other one. Each is closed after an abandoned call (R6).
         this.blockSlot = new Transport.Slot(connector, Transport.connectTimeoutNanos(timing));
@@ -689,6 +691,8 @@ public final class LeaderElector implements AutoCloseable {
         private List<RedisURI> seeds;
         private ClientResources resources;
         private ProtocolVersion protocol;
+        private ClientOptions clientOptions;
+        private SslOptions sslOptions;
         private String key;
         private Duration ttl;
         private String owner;
@@ -746,6 +750,33 @@ public final class LeaderElector implements AutoCloseable {
         public Builder clientResources(ClientResources resources) {
             this.resources = resources;
             return this;
+        }
+
+        /**
+         * Your Lettuce client options as the base of the elector's (TLS via their
+         * {@code SslOptions}, protocol, socket settings...; {@code ClusterClientOptions} for a
+         * cluster). The elector overrides four of them on its own connections, never on yours:
+         * {@code autoReconnect(false)}, {@code REJECT_COMMANDS} while disconnected, no Lettuce
+         * command timeout, and its own connect timeout with TCP keep-alive (see the README).
+         */
+        public Builder clientOptions(ClientOptions options) {
+            this.clientOptions = options;
+            return this;
+        }
+
+        /**
+         * TLS for {@code rediss://} URIs, e.g. a private CA:
+         * {@code SslOptions.builder().trustManager(new File("ca.crt")).build()} (and
+         * {@code keyManager(cert, key, null)} for client certificates), without JVM-wide
+         * trust-store settings. Overrides the {@code SslOptions} of {@link #clientOptions}.
+         */
+        public Builder sslOptions(SslOptions ssl) {
+            this.sslOptions = ssl;
+            return this;
+        }
+
+        Transport.Settings settings() {
+            return new Transport.Settings(clientOptions, sslOptions, protocol);
         }
 
         /** RESP2 or RESP3 (default: Lettuce's, RESP3 when the server speaks it). */
