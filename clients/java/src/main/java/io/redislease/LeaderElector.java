@@ -1,6 +1,7 @@
 package io.redislease;
 
 import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisException;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.SslOptions;
 import io.lettuce.core.protocol.CommandArgs;
@@ -60,6 +61,8 @@ public final class LeaderElector implements AutoCloseable {
     /** Completes when the loop has ended (task stopped, lease released). */
     private final CompletableFuture<Void> terminated = new CompletableFuture<>();
     private final Object lifecycle = new Object();
+    /** Notified when a reign starts or the elector terminates (for awaitLeadership). */
+    private final Object reignChange = new Object();
     private Thread loopThread;
     private Thread observerThread;
     private boolean started;
@@ -144,6 +147,7 @@ public final class LeaderElector implements AutoCloseable {
                 started = true;
                 connector.shutdown();
                 terminated.complete(null);
+                reignChanged();
             }
         }
         return terminated.copy();
@@ -180,10 +184,73 @@ public final class LeaderElector implements AutoCloseable {
         return c != null && c.isLeader();
     }
 
-    /** The current reign's context, if leading. */
+    /** The current reign's context, if leading (reads the clock, like {@link #isLeader()}). */
     public Optional<LeaderContext> leadership() {
         LeaderContext c = current;
         return c != null && !c.isCancelled() ? Optional.of(c) : Optional.empty();
+    }
+
+    /**
+     * Wait until this elector leads, at most {@code timeout}: the reign's context, or empty on
+     * timeout or once the elector terminated. Does not start the elector.
+     *
+     * @throws InterruptedException the calling thread was interrupted
+     */
+    public Optional<LeaderContext> awaitLeadership(Duration timeout) throws InterruptedException {
+        long until = System.nanoTime() + Math.max(0L, timeout.toNanos());
+        synchronized (reignChange) {
+            while (true) {
+                Optional<LeaderContext> l = leadership();
+                if (l.isPresent() || terminated.isDone()) {
+                    return l;
+                }
+                long left = until - System.nanoTime();
+                if (left <= 0) {
+                    return Optional.empty();
+                }
+                // Woken at every reign start and at termination; the bound covers a missed one.
+                TimeUnit.NANOSECONDS.timedWait(reignChange, Math.min(left, Decide.SECOND));
+            }
+        }
+    }
+
+    /**
+     * One {@code LEASE.GET} now: who leads the key (any elector), or empty if no live lease.
+     * On a connection of its own, bounded by {@code max(op_timeout, 1 s)}; works before
+     * {@link #start()} too. {@code pttl} is already old when it arrives: show it, never decide
+     * on it (to lead, campaign).
+     *
+     * @throws RedisException Redis did not answer in time or answered an error
+     * @throws IllegalStateException the elector has terminated (its client is shut down)
+     */
+    public Optional<LeaseHolder> currentLeader() {
+        return currentLeader(Duration.ofNanos(Transport.connectTimeoutNanos(timing)));
+    }
+
+    /**
+     * {@link #currentLeader()} bounded by {@code timeout} (connecting included). Why a longer
+     * bound can be needed: the first connection of a cold JVM (class loading, Netty set-up,
+     * TLS) can take over a second on a busy machine, and a one-shot query does not retry.
+     */
+    public Optional<LeaseHolder> currentLeader(Duration timeout) {
+        if (terminated.isDone()) {
+            throw new IllegalStateException("elector terminated");
+        }
+        long bound = Math.max(1L, timeout.toNanos());
+        Transport.Slot slot = new Transport.Slot(connector, bound);
+        try {
+            return Optional.ofNullable(get(slot, System.nanoTime() + bound));
+        } catch (Transport.CommandFailed f) {
+            throw new RedisException("LEASE.GET " + key + " failed: " + f.failure);
+        } finally {
+            slot.dropAndWait();
+        }
+    }
+
+    private void reignChanged() {
+        synchronized (reignChange) {
+            reignChange.notifyAll();
+        }
     }
 
     // ================================================================ the loop
@@ -206,6 +273,7 @@ public final class LeaderElector implements AutoCloseable {
             }
             connector.shutdown();
             terminated.complete(null);
+            reignChanged();
         }
     }
 
@@ -407,6 +475,7 @@ public final class LeaderElector implements AutoCloseable {
         task.setDaemon(true);
         ctx.attach(task);
         current = ctx;
+        reignChanged();
         metrics.leader(token, deadline);
         log.info("became leader key={} owner={} token={} reason=acquired lead_ms={}", key, owner, token,
                 (deadline - System.nanoTime()) / Decide.MILLI);
