@@ -11,7 +11,7 @@ import java.nio.charset.StandardCharsets;
  * <p>The rules are the ones of docs/client-protocol.md; their tests are the shared vectors in
  * conformance/vectors/*.json (loaded by {@code VectorsTest}), which every client runs.
  */
-public final class Decide {
+final class Decide {
     private Decide() {}
 
     static final long MICRO = 1_000L;
@@ -21,7 +21,7 @@ public final class Decide {
     // ---------------------------------------------------------------- configuration
 
     /** The timing derived from a TTL; durations derived from T are floored to whole µs. */
-    public static LeaseTiming defaults(long ttlMillis) {
+    static LeaseTiming defaults(long ttlMillis) {
         long tUs = Math.multiplyExact(ttlMillis, 1_000L);
         return new LeaseTiming(
                 ttlMillis,
@@ -38,7 +38,7 @@ public final class Decide {
     }
 
     /** A refused configuration: the shared rule name and a human explanation. */
-    public record Problem(String rule, String why) {
+    record Problem(String rule, String why) {
         @Override
         public String toString() {
             return rule + ": " + why;
@@ -46,7 +46,7 @@ public final class Decide {
     }
 
     /** The first rule a configuration breaks, or null if it is usable. */
-    public static Problem configProblem(LeaseTiming t, String key, String owner) {
+    static Problem configProblem(LeaseTiming t, String key, String owner) {
         if (key == null || key.isEmpty()) {
             return new Problem("key", "key is empty");
         }
@@ -167,7 +167,7 @@ public final class Decide {
      * Why (1 - drift): our clock may run slow relative to the server's by up to drift. Why the
      * margin: time passes between checking the deadline and the work that relies on it.
      */
-    public static long leadTimeNanos(LeaseTiming t) {
+    static long leadTimeNanos(LeaseTiming t) {
         double scaled = (double) t.ttlMillis() * (double) MILLI * (1.0 - t.drift());
         long lead = scaled >= (double) Long.MAX_VALUE ? Long.MAX_VALUE : Math.round(scaled);
         return Math.max(0L, lead - t.marginNanos());
@@ -178,17 +178,17 @@ public final class Decide {
      * send instant and not the reply: the server starts its TTL when it executes the command,
      * which is after we sent it, so sentAt + lead time is never after the server's expiry.
      */
-    public static long localDeadline(LeaseTiming t, long sentAt) {
+    static long localDeadline(LeaseTiming t, long sentAt) {
         return sentAt + leadTimeNanos(t);
     }
 
     /** When the task is told to stop: stop_budget before the deadline, so it HAS stopped by it. */
-    public static long stopAt(LeaseTiming t, long deadline) {
+    static long stopAt(LeaseTiming t, long deadline) {
         return deadline - t.stopBudgetNanos();
     }
 
     /** Stop leading on the clock alone (checked whenever the loop or the task wakes up). */
-    public static boolean mustStop(LeaseTiming t, long deadline, long now) {
+    static boolean mustStop(LeaseTiming t, long deadline, long now) {
         return now - stopAt(t, deadline) >= 0;
     }
 
@@ -196,33 +196,33 @@ public final class Decide {
      * The loop's own time limit for one command: block + op_timeout (+ wait_timeout when
      * min_replicas > 0); {@code blockNanos} null = no BLOCK.
      */
-    public static long opLimitNanos(LeaseTiming t, Long blockNanos) {
+    static long opLimitNanos(LeaseTiming t, Long blockNanos) {
         long wait = t.minReplicas() > 0 ? t.waitTimeoutNanos() : 0L;
         return satAdd(satAdd(blockNanos == null ? 0L : blockNanos, t.opTimeoutNanos()), wait);
     }
 
     /** The WAIT sent on the same connection right after a grant/renewal. */
-    public record WaitFor(int replicas, long timeoutMillis) {}
+    record WaitFor(int replicas, long timeoutMillis) {}
 
     /** The WAIT to send after a write that took effect, or null without min_replicas. */
-    public static WaitFor waitFor(LeaseTiming t) {
+    static WaitFor waitFor(LeaseTiming t) {
         return t.minReplicas() > 0 ? new WaitFor(t.minReplicas(), wireMillis(t.waitTimeoutNanos())) : null;
     }
 
     /** A duration as the whole ms the module and WAIT take: floored, at least 1 (0 = forever). */
-    public static long wireMillis(long nanos) {
+    static long wireMillis(long nanos) {
         return Math.max(1L, nanos / MILLI);
     }
 
     /** Delay before a failed renewal / unconfirmed grant is retried: renew/4, at least 10 ms. */
-    public static long retryIntervalNanos(LeaseTiming t) {
+    static long retryIntervalNanos(LeaseTiming t) {
         return Math.max(t.renewIntervalNanos() / 4, 10 * MILLI);
     }
 
     // ---------------------------------------------------------------- backoff
 
     /** Upper bound of {@link #backoffNanos}: min(max, min * 2^min(attempt, 20)). */
-    public static long backoffCapNanos(LeaseTiming t, long attempt) {
+    static long backoffCapNanos(LeaseTiming t, long attempt) {
         // The exponent is clamped first so a long outage cannot overflow the multiplication.
         int exp = (int) Math.max(0L, Math.min(attempt, 20L));
         long cap;
@@ -239,7 +239,7 @@ public final class Decide {
      * Why full jitter: 50 followers that lost Redis at the same moment must not reconnect in
      * the same millisecond.
      */
-    public static long backoffNanos(LeaseTiming t, long attempt, double unit) {
+    static long backoffNanos(LeaseTiming t, long attempt, double unit) {
         double u = Double.isNaN(unit) ? 0.0 : Math.max(0.0, Math.min(1.0, unit));
         return Math.round(backoffCapNanos(t, attempt) * u);
     }
@@ -250,7 +250,7 @@ public final class Decide {
      * BLOCKing ask that came back nil in less than half its timeout means something else is
      * going on (a proxy, a server that does not block) and the follower must not spin.
      */
-    public static long notGrantedPauseNanos(LeaseTiming t, Long blockNanos, long sentAt, long now, double unit) {
+    static long notGrantedPauseNanos(LeaseTiming t, Long blockNanos, long sentAt, long now, double unit) {
         if (blockNanos != null && now - sentAt < blockNanos / 2) {
             return backoffNanos(t, 0, unit) + t.backoffMinNanos();
         }
@@ -260,8 +260,8 @@ public final class Decide {
     // ---------------------------------------------------------------- errors
 
     /** One failed command: its kind, the grace to wait (GRACE only, else -1) and the message. */
-    public record Failure(ErrorKind kind, long graceNanos, String message) {
-        public static Failure of(ErrorKind kind, String message) {
+    record Failure(ErrorKind kind, long graceNanos, String message) {
+        static Failure of(ErrorKind kind, String message) {
             return new Failure(kind, -1L, message);
         }
 
@@ -272,7 +272,7 @@ public final class Decide {
     }
 
     /** Classify a server error line by its first word (its code), e.g. {@code GRACE 2345 ms left}. */
-    public static Failure classifyError(String line) {
+    static Failure classifyError(String line) {
         String msg = line == null ? "" : line.strip();
         String[] words = msg.split("\\s+", 3);
         String code = words.length > 0 ? words[0] : "";
@@ -312,40 +312,40 @@ public final class Decide {
     // ---------------------------------------------------------------- acquire
 
     /** The result of LEASE.ACQUIRE (+ WAIT). */
-    public sealed interface AcquireResult permits Granted, NotGranted, Failed {}
+    sealed interface AcquireResult permits Granted, NotGranted, Failed {}
 
     /** Granted {@code token}; {@code acked} = WAIT's reply, null when no WAIT was sent. */
-    public record Granted(long token, Integer acked) implements AcquireResult {}
+    record Granted(long token, Integer acked) implements AcquireResult {}
 
     /** nil: not granted (a BLOCK timed out). */
-    public record NotGranted() implements AcquireResult {}
+    record NotGranted() implements AcquireResult {}
 
     /** Any failure, already classified (used by both acquire and renew). */
-    public record Failed(Failure failure) implements AcquireResult, RenewResult {}
+    record Failed(Failure failure) implements AcquireResult, RenewResult {}
 
     /** What a follower does with an ACQUIRE result. */
-    public sealed interface AcquireDecision permits Lead, Unconfirmed, NotGrantedAgain, Grace, Backoff {}
+    sealed interface AcquireDecision permits Lead, Unconfirmed, NotGrantedAgain, Grace, Backoff {}
 
     /** Confirmed grant: lead until {@code deadline}, renew at {@code nextRenew}. */
-    public record Lead(long token, long deadline, long nextRenew) implements AcquireDecision {}
+    record Lead(long token, long deadline, long nextRenew) implements AcquireDecision {}
 
     /**
      * Granted, but it does not count (replicas did not acknowledge it, or the reply came too
      * late to leave any leadership time). Do not lead; ask again without BLOCK after
      * {@code retryInNanos} (same owner: the server refreshes and returns the same token).
      */
-    public record Unconfirmed(long token, long retryInNanos, String why) implements AcquireDecision {}
+    record Unconfirmed(long token, long retryInNanos, String why) implements AcquireDecision {}
 
     /** Not granted: ask again (after {@link #notGrantedPauseNanos}). */
-    public record NotGrantedAgain() implements AcquireDecision {}
+    record NotGrantedAgain() implements AcquireDecision {}
 
     /** The server is in its grace period for this long. */
-    public record Grace(long waitNanos) implements AcquireDecision {}
+    record Grace(long waitNanos) implements AcquireDecision {}
 
     /** Error: back off (exponentially, with jitter) and retry. */
-    public record Backoff(ErrorKind kind) implements AcquireDecision {}
+    record Backoff(ErrorKind kind) implements AcquireDecision {}
 
-    public static AcquireDecision onAcquire(LeaseTiming t, long sentAt, long now, AcquireResult result) {
+    static AcquireDecision onAcquire(LeaseTiming t, long sentAt, long now, AcquireResult result) {
         if (result instanceof NotGranted) {
             return new NotGrantedAgain();
         }
@@ -375,27 +375,27 @@ public final class Decide {
     // ---------------------------------------------------------------- renew
 
     /** The result of LEASE.RENEW (+ WAIT). */
-    public sealed interface RenewResult permits Renewed, NotHeld, Failed {}
+    sealed interface RenewResult permits Renewed, NotHeld, Failed {}
 
     /** RENEW replied 1; {@code acked} = WAIT's reply, null when no WAIT was sent. */
-    public record Renewed(Integer acked) implements RenewResult {}
+    record Renewed(Integer acked) implements RenewResult {}
 
     /** RENEW replied 0. */
-    public record NotHeld() implements RenewResult {}
+    record NotHeld() implements RenewResult {}
 
     /** What a leader does with a RENEW result. */
-    public sealed interface RenewDecision permits Extend, StepDown, Retry {}
+    sealed interface RenewDecision permits Extend, StepDown, Retry {}
 
     /** Renewed and confirmed: new deadline, next renewal. */
-    public record Extend(long deadline, long nextRenew) implements RenewDecision {}
+    record Extend(long deadline, long nextRenew) implements RenewDecision {}
 
     /** Stop leading now. */
-    public record StepDown(StepDownReason reason) implements RenewDecision {}
+    record StepDown(StepDownReason reason) implements RenewDecision {}
 
     /** The renewal did not count; keep the OLD deadline and try again at {@code at}. */
-    public record Retry(long at, String why) implements RenewDecision {}
+    record Retry(long at, String why) implements RenewDecision {}
 
-    public static RenewDecision onRenew(LeaseTiming t, long deadline, long sentAt, long now, RenewResult result) {
+    static RenewDecision onRenew(LeaseTiming t, long deadline, long sentAt, long now, RenewResult result) {
         long stop = stopAt(t, deadline);
         // Why 0 wins over everything: it is the server's word that we no longer hold the lease
         // (expired or taken); the local deadline is no longer backed by anything.
@@ -437,7 +437,7 @@ public final class Decide {
      * server already said we do not hold it. After every other reason, so a follower takes
      * over at once.
      */
-    public static boolean releaseAfter(StepDownReason reason) {
+    static boolean releaseAfter(StepDownReason reason) {
         return reason != StepDownReason.RENEW_REJECTED;
     }
 
