@@ -128,6 +128,11 @@ final class RedisServer implements AutoCloseable {
      * characters: ASCII replies only), an array's elements joined by spaces (LEASE.GET).
      */
     String command(String... args) throws IOException {
+        return command(port, args);
+    }
+
+    /** {@link #command(String...)} against any loopback port (a Sentinel...). */
+    static String command(int port, String... args) throws IOException {
         try (Socket s = new Socket("127.0.0.1", port)) {
             s.setSoTimeout(2000);
             StringBuilder b = new StringBuilder("*" + args.length + "\r\n");
@@ -178,6 +183,10 @@ final class RedisServer implements AutoCloseable {
         } catch (IOException e) {
             return false;
         }
+    }
+
+    Path dir() {
+        return dir;
     }
 
     /** SIGKILL: the server vanishes without a word. */
