@@ -445,7 +445,12 @@ public final class LeaderElector implements AutoCloseable {
             up = true;
         } else {
             metrics.redisError(op, failure.kind().label());
-            if (failure.kind() == ErrorKind.REJECTED) {
+            if (failure.message().startsWith("MOVED ") || failure.message().startsWith("ASK ")) {
+                // A Cluster slot migration or failover: expected, not an error worth a warning.
+                // The connection is dropped and the next one loads the topology afresh.
+                log.info("slot moved; reconnecting with a fresh topology key={} owner={} op={} reply={}", key, owner, op,
+                        failure.message());
+            } else if (failure.kind() == ErrorKind.REJECTED) {
                 log.warn("redis rejected the request key={} owner={} op={} error={}", key, owner, op, failure);
             } else if (!failure.kind().unreachable() && failure.kind() != ErrorKind.GRACE) {
                 log.warn("redis error key={} owner={} op={} error={}", key, owner, op, failure);

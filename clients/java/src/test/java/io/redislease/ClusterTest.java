@@ -56,6 +56,107 @@ class ClusterTest {
         }
     }
 
+    private static void ok(String reply, String what) {
+        assertEquals("+OK", reply, what);
+    }
+
+    /** The node (of {@code nodes}) that serves {@code slot} according to itself. */
+    private static RedisServer owner(List<RedisServer> nodes, int slot) throws Exception {
+        for (RedisServer n : nodes) {
+            String id = n.command("CLUSTER", "MYID");
+            for (String line : n.command("CLUSTER", "NODES").split("\n")) {
+                String[] w = line.trim().split(" ");
+                if (w.length > 8 && w[0].equals(id)) {
+                    for (int i = 8; i < w.length; i++) {
+                        String[] range = w[i].split("-");
+                        if (range[0].startsWith("[")) {
+                            continue;
+                        }
+                        int lo = Integer.parseInt(range[0]);
+                        int hi = range.length > 1 ? Integer.parseInt(range[1]) : lo;
+                        if (slot >= lo && slot <= hi) {
+                            return n;
+                        }
+                    }
+                }
+            }
+        }
+        throw new AssertionError("no node serves slot " + slot);
+    }
+
+    /** Move {@code slot} with its keys from {@code src} to {@code dst}: the documented resharding steps. */
+    private static void migrate(List<RedisServer> nodes, int slot, RedisServer src, RedisServer dst, String... keys)
+            throws Exception {
+        String s = Integer.toString(slot);
+        String srcId = src.command("CLUSTER", "MYID");
+        String dstId = dst.command("CLUSTER", "MYID");
+        ok(dst.command("CLUSTER", "SETSLOT", s, "IMPORTING", srcId), "importing");
+        ok(src.command("CLUSTER", "SETSLOT", s, "MIGRATING", dstId), "migrating");
+        List<String> cmd = new ArrayList<>(List.of("MIGRATE", "127.0.0.1", Integer.toString(dst.port), "", "0", "5000",
+                "KEYS"));
+        cmd.addAll(List.of(keys));
+        String moved = src.command(cmd.toArray(new String[0]));
+        assertTrue(moved.equals("+OK") || moved.equals("+NOKEY"), "MIGRATE: " + moved);
+        for (RedisServer n : List.of(dst, src)) {
+            ok(n.command("CLUSTER", "SETSLOT", s, "NODE", dstId), "setslot node");
+        }
+        for (RedisServer n : nodes) {
+            if (n != src && n != dst) {
+                ok(n.command("CLUSTER", "SETSLOT", s, "NODE", dstId), "setslot node");
+            }
+        }
+    }
+
+    @Test
+    @Timeout(120)
+    void keepsLeadingWhenTheLeaseKeysSlotMigrates() throws Exception {
+        List<RedisServer> nodes = startCluster();
+        try {
+            String key = "{jobs}/lease";
+            List<RedisURI> seeds = List.of(nodes.get(0).uri());
+            ElectorTest.Recorder a = new ElectorTest.Recorder();
+            RecordingMetrics m = new RecordingMetrics();
+            RedisClusterClient app = RedisClusterClient.create(seeds);
+            try (StatefulRedisClusterConnection<String, String> conn = app.connect();
+                    LeaderElector e = LeaderElector.builder().cluster(seeds).key(key).ttl(TTL).candidate(a).metrics(m)
+                            .build().start()) {
+                LeaderContext ctx = a.granted.get(20, TimeUnit.SECONDS);
+                assertEquals("OK", ctx.fence(conn.sync(), "SET", "{jobs}/report", "before"));
+                int slot = Integer.parseInt(nodes.get(0).command("CLUSTER", "KEYSLOT", key).substring(1));
+                RedisServer src = owner(nodes, slot);
+                RedisServer dst = nodes.stream().filter(n -> n != src).findFirst().orElseThrow();
+                migrate(nodes, slot, src, dst, key, "{jobs}/report");
+                assertTrue(dst.command("LEASE.GET", key).startsWith(ctx.owner() + " " + ctx.token()),
+                        "the lease moved with its slot");
+                // Renewals after the move reach the new node (MOVED: reconnect with a fresh topology).
+                long before = m.count("renew:renewed");
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+                while (m.count("renew:renewed") < before + 3) {
+                    if (System.nanoTime() - until > 0) {
+                        fail("no renewals after the slot moved: " + m.counts);
+                    }
+                    Thread.sleep(20);
+                }
+                assertTrue(ctx.isLeader(), "the reign survived the migration: " + m.counts);
+                assertTrue(e.isLeader());
+                String held = dst.command("LEASE.GET", key);
+                assertTrue(held.startsWith(ctx.owner() + " " + ctx.token()), held);
+                long pttl = Long.parseLong(held.substring(held.lastIndexOf(' ') + 1));
+                assertTrue(pttl > TTL.toMillis() / 2, "renewed on the new node: pttl " + pttl);
+                assertEquals("OK", ctx.fence(conn.sync(), "SET", "{jobs}/report", "after"));
+                assertEquals("after", dst.command("GET", "{jobs}/report"));
+                System.out.printf("slot %d migrated while leading: reign kept (token %d), metrics %s%n", slot, ctx.token(),
+                        m.counts);
+            } finally {
+                app.shutdown();
+            }
+        } finally {
+            for (RedisServer n : nodes) {
+                n.close();
+            }
+        }
+    }
+
     @Test
     @Timeout(90)
     void leadsOnAClusterWithoutASpuriousErrorOnTheFirstConnect() throws Exception {
