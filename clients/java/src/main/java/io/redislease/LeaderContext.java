@@ -212,14 +212,22 @@ public final class LeaderContext {
 
         @Override
         public Void join() {
+            // join() is not interruptible: wait on (still reading the clock), keep the flag.
+            boolean interrupted = false;
             try {
-                return waitFor(Long.MAX_VALUE);
-            } catch (InterruptedException e) {
-                // join() is not interruptible: keep the flag for the caller and wait on.
-                Thread.currentThread().interrupt();
-                return super.join();
-            } catch (TimeoutException | ExecutionException e) {
-                return super.join();
+                while (true) {
+                    try {
+                        return waitFor(Long.MAX_VALUE);
+                    } catch (InterruptedException e) {
+                        interrupted = true;
+                    } catch (TimeoutException | ExecutionException e) {
+                        return super.join();
+                    }
+                }
+            } finally {
+                if (interrupted) {
+                    Thread.currentThread().interrupt();
+                }
             }
         }
 

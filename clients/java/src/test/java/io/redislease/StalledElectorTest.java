@@ -78,7 +78,8 @@ class StalledElectorTest {
     }
 
     @ParameterizedTest(name = "first read: {0}")
-    @ValueSource(strings = {"ctx.isCancelled", "captured.isDone", "captured.get", "elector.leadership", "ctx.isLeader"})
+    @ValueSource(strings = {"ctx.isCancelled", "captured.isDone", "captured.get", "captured.join", "elector.leadership",
+        "ctx.isLeader"})
     @Timeout(60)
     void everyObjectSaysStopAfterTheStopPointWhileTheElectorIsStalled(String first) throws Exception {
         try (RedisServer r = RedisServer.start()) {
@@ -110,6 +111,16 @@ class StalledElectorTest {
                             long t0 = System.nanoTime();
                             captured.get(5, TimeUnit.SECONDS);
                             stop = System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(1);
+                        }
+                        case "captured.join" -> {
+                            // join() on another thread, bounded here: at the old code it hung.
+                            CompletableFuture<Void> joined = CompletableFuture.runAsync(captured::join);
+                            try {
+                                joined.get(1, TimeUnit.SECONDS);
+                                stop = true;
+                            } catch (java.util.concurrent.TimeoutException ex) {
+                                stop = false;
+                            }
                         }
                         case "elector.leadership" -> stop = e.leadership().isEmpty();
                         case "ctx.isLeader" -> stop = !ctx.isLeader();
