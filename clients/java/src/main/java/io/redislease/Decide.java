@@ -51,9 +51,12 @@ final class Decide {
             return new Problem("key", "key is empty");
         }
         // Bytes, not characters: the module counts bytes (lease.max-owner-len, default 256).
+        // R17: the configured owner is the base of base#reign, so at most 239 bytes: '#' and
+        // any reign number up to 2^53-1 (16 digits) must still fit in 256.
         int ownerBytes = owner == null ? 0 : owner.getBytes(StandardCharsets.UTF_8).length;
-        if (ownerBytes == 0 || ownerBytes > 256) {
-            return new Problem("owner", "owner must be 1..=256 bytes");
+        if (ownerBytes == 0 || ownerBytes > MAX_BASE_BYTES) {
+            return new Problem("owner", "owner must be 1..=" + MAX_BASE_BYTES
+                    + " UTF-8 bytes (the elector sends owner#reign, at most 256 bytes)");
         }
         if (t.ttlMillis() < 1) {
             return new Problem("ttl", "ttl must be at least 1 ms");

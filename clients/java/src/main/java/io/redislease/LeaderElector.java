@@ -1006,12 +1006,6 @@ public final class LeaderElector implements AutoCloseable {
             if (p != null) {
                 throw new IllegalArgumentException("invalid configuration: " + p);
             }
-            // R17: the wire owner is base#reign; a base that cannot carry every reign number
-            // within 256 bytes is refused, never truncated.
-            if (Decide.reignOwner(owner, 1) == null) {
-                throw new IllegalArgumentException("invalid configuration: owner: owner must be 1..="
-                        + Decide.MAX_BASE_BYTES + " bytes (the elector sends owner#reign, at most 256 bytes)");
-            }
             if (observeInterval != null && observeInterval.toMillis() < 1) {
                 throw new IllegalArgumentException("invalid configuration: observe_interval: at least 1 ms");
             }
