@@ -11,7 +11,7 @@ import java.nio.charset.StandardCharsets;
  * <p>The rules are the ones of docs/client-protocol.md; their tests are the shared vectors in
  * conformance/vectors/*.json (loaded by {@code VectorsTest}), which every client runs.
  */
-public final class Decide {
+final class Decide {
     private Decide() {}
 
     static final long MICRO = 1_000L;
@@ -21,7 +21,7 @@ public final class Decide {
     // ---------------------------------------------------------------- configuration
 
     /** The timing derived from a TTL; durations derived from T are floored to whole µs. */
-    public static LeaseTiming defaults(long ttlMillis) {
+    static LeaseTiming defaults(long ttlMillis) {
         long tUs = Math.multiplyExact(ttlMillis, 1_000L);
         return new LeaseTiming(
                 ttlMillis,
@@ -38,7 +38,7 @@ public final class Decide {
     }
 
     /** A refused configuration: the shared rule name and a human explanation. */
-    public record Problem(String rule, String why) {
+    record Problem(String rule, String why) {
         @Override
         public String toString() {
             return rule + ": " + why;
@@ -46,14 +46,17 @@ public final class Decide {
     }
 
     /** The first rule a configuration breaks, or null if it is usable. */
-    public static Problem configProblem(LeaseTiming t, String key, String owner) {
+    static Problem configProblem(LeaseTiming t, String key, String owner) {
         if (key == null || key.isEmpty()) {
             return new Problem("key", "key is empty");
         }
         // Bytes, not characters: the module counts bytes (lease.max-owner-len, default 256).
+        // R17: the configured owner is the base of base#reign, so at most 239 bytes: '#' and
+        // any reign number up to 2^53-1 (16 digits) must still fit in 256.
         int ownerBytes = owner == null ? 0 : owner.getBytes(StandardCharsets.UTF_8).length;
-        if (ownerBytes == 0 || ownerBytes > 256) {
-            return new Problem("owner", "owner must be 1..=256 bytes");
+        if (ownerBytes == 0 || ownerBytes > MAX_BASE_BYTES) {
+            return new Problem("owner", "owner must be 1..=" + MAX_BASE_BYTES
+                    + " UTF-8 bytes (the elector sends owner#reign, at most 256 bytes)");
         }
         if (t.ttlMillis() < 1) {
             return new Problem("ttl", "ttl must be at least 1 ms");
@@ -94,6 +97,72 @@ public final class Decide {
         return null;
     }
 
+    // ---------------------------------------------------------------- reigns (R17)
+
+    /** The largest reign number: every language holds integers up to 2^53-1 exactly. */
+    static final long MAX_REIGN = (1L << 53) - 1;
+
+    /**
+     * The longest owner base: base + '#' + a reign of up to 16 digits must fit the server's
+     * default lease.max-owner-len of 256 bytes.
+     */
+    static final int MAX_BASE_BYTES = 239;
+
+    /**
+     * R17: the owner sent on the wire for reign {@code reign}: {@code base#reign}, or null when
+     * the base is empty or over 239 UTF-8 bytes, or the counter is outside 1..2^53-1 (refused,
+     * never truncated). Why per reign: an abandoned RELEASE or RENEW of an earlier reign may
+     * still execute after a new campaign began; with the same owner the new campaign's ACQUIRE
+     * would be an idempotent refresh of the old grant and the stale RELEASE would end the new
+     * reign while it acts. With a new owner the stale command names an owner that no longer
+     * holds anything and answers 0.
+     */
+    static String reignOwner(String base, long reign) {
+        int bytes = base == null ? 0 : base.getBytes(StandardCharsets.UTF_8).length;
+        if (bytes == 0 || bytes > MAX_BASE_BYTES || reign < 1 || reign > MAX_REIGN) {
+            return null;
+        }
+        return base + "#" + reign;
+    }
+
+    /** An event of the election loop, as far as the reign counter is concerned (R17). */
+    enum ReignEvent {
+        GRANTED("granted"),
+        UNCONFIRMED("unconfirmed"),
+        NOT_GRANTED("not_granted"),
+        ERROR("error"),
+        STEPPED_DOWN("stepped_down");
+
+        private final String label;
+
+        ReignEvent(String label) {
+            this.label = label;
+        }
+
+        String label() {
+            return label;
+        }
+
+        static ReignEvent fromLabel(String s) {
+            for (ReignEvent e : values()) {
+                if (e.label.equals(s)) {
+                    return e;
+                }
+            }
+            return null;
+        }
+    }
+
+    /**
+     * R17: the reign counter after {@code event}. Only a step-down advances it. Why nothing
+     * else: within one campaign the R7 (late reply), R11 (unacknowledged) and R16 (failed
+     * ACQUIRE that may have been granted) re-asks must refresh the campaign's own grant, which
+     * needs the same owner. (Past 2^53-1 the result is refused by {@link #reignOwner}.)
+     */
+    static long nextReign(long reign, ReignEvent event) {
+        return event == ReignEvent.STEPPED_DOWN && reign < Long.MAX_VALUE ? reign + 1 : reign;
+    }
+
     // ---------------------------------------------------------------- deadlines
 
     /**
@@ -101,7 +170,7 @@ public final class Decide {
      * Why (1 - drift): our clock may run slow relative to the server's by up to drift. Why the
      * margin: time passes between checking the deadline and the work that relies on it.
      */
-    public static long leadTimeNanos(LeaseTiming t) {
+    static long leadTimeNanos(LeaseTiming t) {
         double scaled = (double) t.ttlMillis() * (double) MILLI * (1.0 - t.drift());
         long lead = scaled >= (double) Long.MAX_VALUE ? Long.MAX_VALUE : Math.round(scaled);
         return Math.max(0L, lead - t.marginNanos());
@@ -112,17 +181,17 @@ public final class Decide {
      * send instant and not the reply: the server starts its TTL when it executes the command,
      * which is after we sent it, so sentAt + lead time is never after the server's expiry.
      */
-    public static long localDeadline(LeaseTiming t, long sentAt) {
+    static long localDeadline(LeaseTiming t, long sentAt) {
         return sentAt + leadTimeNanos(t);
     }
 
     /** When the task is told to stop: stop_budget before the deadline, so it HAS stopped by it. */
-    public static long stopAt(LeaseTiming t, long deadline) {
+    static long stopAt(LeaseTiming t, long deadline) {
         return deadline - t.stopBudgetNanos();
     }
 
     /** Stop leading on the clock alone (checked whenever the loop or the task wakes up). */
-    public static boolean mustStop(LeaseTiming t, long deadline, long now) {
+    static boolean mustStop(LeaseTiming t, long deadline, long now) {
         return now - stopAt(t, deadline) >= 0;
     }
 
@@ -130,33 +199,33 @@ public final class Decide {
      * The loop's own time limit for one command: block + op_timeout (+ wait_timeout when
      * min_replicas > 0); {@code blockNanos} null = no BLOCK.
      */
-    public static long opLimitNanos(LeaseTiming t, Long blockNanos) {
+    static long opLimitNanos(LeaseTiming t, Long blockNanos) {
         long wait = t.minReplicas() > 0 ? t.waitTimeoutNanos() : 0L;
         return satAdd(satAdd(blockNanos == null ? 0L : blockNanos, t.opTimeoutNanos()), wait);
     }
 
     /** The WAIT sent on the same connection right after a grant/renewal. */
-    public record WaitFor(int replicas, long timeoutMillis) {}
+    record WaitFor(int replicas, long timeoutMillis) {}
 
     /** The WAIT to send after a write that took effect, or null without min_replicas. */
-    public static WaitFor waitFor(LeaseTiming t) {
+    static WaitFor waitFor(LeaseTiming t) {
         return t.minReplicas() > 0 ? new WaitFor(t.minReplicas(), wireMillis(t.waitTimeoutNanos())) : null;
     }
 
     /** A duration as the whole ms the module and WAIT take: floored, at least 1 (0 = forever). */
-    public static long wireMillis(long nanos) {
+    static long wireMillis(long nanos) {
         return Math.max(1L, nanos / MILLI);
     }
 
     /** Delay before a failed renewal / unconfirmed grant is retried: renew/4, at least 10 ms. */
-    public static long retryIntervalNanos(LeaseTiming t) {
+    static long retryIntervalNanos(LeaseTiming t) {
         return Math.max(t.renewIntervalNanos() / 4, 10 * MILLI);
     }
 
     // ---------------------------------------------------------------- backoff
 
     /** Upper bound of {@link #backoffNanos}: min(max, min * 2^min(attempt, 20)). */
-    public static long backoffCapNanos(LeaseTiming t, long attempt) {
+    static long backoffCapNanos(LeaseTiming t, long attempt) {
         // The exponent is clamped first so a long outage cannot overflow the multiplication.
         int exp = (int) Math.max(0L, Math.min(attempt, 20L));
         long cap;
@@ -173,7 +242,7 @@ public final class Decide {
      * Why full jitter: 50 followers that lost Redis at the same moment must not reconnect in
      * the same millisecond.
      */
-    public static long backoffNanos(LeaseTiming t, long attempt, double unit) {
+    static long backoffNanos(LeaseTiming t, long attempt, double unit) {
         double u = Double.isNaN(unit) ? 0.0 : Math.max(0.0, Math.min(1.0, unit));
         return Math.round(backoffCapNanos(t, attempt) * u);
     }
@@ -184,7 +253,7 @@ public final class Decide {
      * BLOCKing ask that came back nil in less than half its timeout means something else is
      * going on (a proxy, a server that does not block) and the follower must not spin.
      */
-    public static long notGrantedPauseNanos(LeaseTiming t, Long blockNanos, long sentAt, long now, double unit) {
+    static long notGrantedPauseNanos(LeaseTiming t, Long blockNanos, long sentAt, long now, double unit) {
         if (blockNanos != null && now - sentAt < blockNanos / 2) {
             return backoffNanos(t, 0, unit) + t.backoffMinNanos();
         }
@@ -194,8 +263,8 @@ public final class Decide {
     // ---------------------------------------------------------------- errors
 
     /** One failed command: its kind, the grace to wait (GRACE only, else -1) and the message. */
-    public record Failure(ErrorKind kind, long graceNanos, String message) {
-        public static Failure of(ErrorKind kind, String message) {
+    record Failure(ErrorKind kind, long graceNanos, String message) {
+        static Failure of(ErrorKind kind, String message) {
             return new Failure(kind, -1L, message);
         }
 
@@ -206,7 +275,7 @@ public final class Decide {
     }
 
     /** Classify a server error line by its first word (its code), e.g. {@code GRACE 2345 ms left}. */
-    public static Failure classifyError(String line) {
+    static Failure classifyError(String line) {
         String msg = line == null ? "" : line.strip();
         String[] words = msg.split("\\s+", 3);
         String code = words.length > 0 ? words[0] : "";
@@ -246,40 +315,40 @@ public final class Decide {
     // ---------------------------------------------------------------- acquire
 
     /** The result of LEASE.ACQUIRE (+ WAIT). */
-    public sealed interface AcquireResult permits Granted, NotGranted, Failed {}
+    sealed interface AcquireResult permits Granted, NotGranted, Failed {}
 
     /** Granted {@code token}; {@code acked} = WAIT's reply, null when no WAIT was sent. */
-    public record Granted(long token, Integer acked) implements AcquireResult {}
+    record Granted(long token, Integer acked) implements AcquireResult {}
 
     /** nil: not granted (a BLOCK timed out). */
-    public record NotGranted() implements AcquireResult {}
+    record NotGranted() implements AcquireResult {}
 
     /** Any failure, already classified (used by both acquire and renew). */
-    public record Failed(Failure failure) implements AcquireResult, RenewResult {}
+    record Failed(Failure failure) implements AcquireResult, RenewResult {}
 
     /** What a follower does with an ACQUIRE result. */
-    public sealed interface AcquireDecision permits Lead, Unconfirmed, NotGrantedAgain, Grace, Backoff {}
+    sealed interface AcquireDecision permits Lead, Unconfirmed, NotGrantedAgain, Grace, Backoff {}
 
     /** Confirmed grant: lead until {@code deadline}, renew at {@code nextRenew}. */
-    public record Lead(long token, long deadline, long nextRenew) implements AcquireDecision {}
+    record Lead(long token, long deadline, long nextRenew) implements AcquireDecision {}
 
     /**
      * Granted, but it does not count (replicas did not acknowledge it, or the reply came too
      * late to leave any leadership time). Do not lead; ask again without BLOCK after
      * {@code retryInNanos} (same owner: the server refreshes and returns the same token).
      */
-    public record Unconfirmed(long token, long retryInNanos, String why) implements AcquireDecision {}
+    record Unconfirmed(long token, long retryInNanos, String why) implements AcquireDecision {}
 
     /** Not granted: ask again (after {@link #notGrantedPauseNanos}). */
-    public record NotGrantedAgain() implements AcquireDecision {}
+    record NotGrantedAgain() implements AcquireDecision {}
 
     /** The server is in its grace period for this long. */
-    public record Grace(long waitNanos) implements AcquireDecision {}
+    record Grace(long waitNanos) implements AcquireDecision {}
 
     /** Error: back off (exponentially, with jitter) and retry. */
-    public record Backoff(ErrorKind kind) implements AcquireDecision {}
+    record Backoff(ErrorKind kind) implements AcquireDecision {}
 
-    public static AcquireDecision onAcquire(LeaseTiming t, long sentAt, long now, AcquireResult result) {
+    static AcquireDecision onAcquire(LeaseTiming t, long sentAt, long now, AcquireResult result) {
         if (result instanceof NotGranted) {
             return new NotGrantedAgain();
         }
@@ -309,27 +378,27 @@ public final class Decide {
     // ---------------------------------------------------------------- renew
 
     /** The result of LEASE.RENEW (+ WAIT). */
-    public sealed interface RenewResult permits Renewed, NotHeld, Failed {}
+    sealed interface RenewResult permits Renewed, NotHeld, Failed {}
 
     /** RENEW replied 1; {@code acked} = WAIT's reply, null when no WAIT was sent. */
-    public record Renewed(Integer acked) implements RenewResult {}
+    record Renewed(Integer acked) implements RenewResult {}
 
     /** RENEW replied 0. */
-    public record NotHeld() implements RenewResult {}
+    record NotHeld() implements RenewResult {}
 
     /** What a leader does with a RENEW result. */
-    public sealed interface RenewDecision permits Extend, StepDown, Retry {}
+    sealed interface RenewDecision permits Extend, StepDown, Retry {}
 
     /** Renewed and confirmed: new deadline, next renewal. */
-    public record Extend(long deadline, long nextRenew) implements RenewDecision {}
+    record Extend(long deadline, long nextRenew) implements RenewDecision {}
 
     /** Stop leading now. */
-    public record StepDown(StepDownReason reason) implements RenewDecision {}
+    record StepDown(StepDownReason reason) implements RenewDecision {}
 
     /** The renewal did not count; keep the OLD deadline and try again at {@code at}. */
-    public record Retry(long at, String why) implements RenewDecision {}
+    record Retry(long at, String why) implements RenewDecision {}
 
-    public static RenewDecision onRenew(LeaseTiming t, long deadline, long sentAt, long now, RenewResult result) {
+    static RenewDecision onRenew(LeaseTiming t, long deadline, long sentAt, long now, RenewResult result) {
         long stop = stopAt(t, deadline);
         // Why 0 wins over everything: it is the server's word that we no longer hold the lease
         // (expired or taken); the local deadline is no longer backed by anything.
@@ -371,7 +440,7 @@ public final class Decide {
      * server already said we do not hold it. After every other reason, so a follower takes
      * over at once.
      */
-    public static boolean releaseAfter(StepDownReason reason) {
+    static boolean releaseAfter(StepDownReason reason) {
         return reason != StepDownReason.RENEW_REJECTED;
     }
 

@@ -1,6 +1,9 @@
 package io.redislease;
 
+import io.lettuce.core.ClientOptions;
+import io.lettuce.core.RedisException;
 import io.lettuce.core.RedisURI;
+import io.lettuce.core.SslOptions;
 import io.lettuce.core.protocol.CommandArgs;
 import io.lettuce.core.protocol.ProtocolVersion;
 import io.lettuce.core.resource.ClientResources;
@@ -42,7 +45,10 @@ public final class LeaderElector implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(LeaderElector.class);
 
     private final String key;
-    private final String owner;
+    /** The configured owner id (unique per process incarnation); the wire owner is base#reign (R17). */
+    private final String base;
+    /** Negative control of the conformance harness only: keep reign 1's owner for every reign. */
+    private final boolean reuseOwner;
     private final LeaseTiming timing;
     private final Candidate candidate;
     private final ElectorMetrics metrics;
@@ -55,6 +61,8 @@ public final class LeaderElector implements AutoCloseable {
     /** Completes when the loop has ended (task stopped, lease released). */
     private final CompletableFuture<Void> terminated = new CompletableFuture<>();
     private final Object lifecycle = new Object();
+    /** Notified when a reign starts or the elector terminates (for awaitLeadership). */
+    private final Object reignChange = new Object();
     private Thread loopThread;
     private Thread observerThread;
     private boolean started;
@@ -64,18 +72,24 @@ public final class LeaderElector implements AutoCloseable {
     private final Transport.Slot blockSlot;
     private final Transport.Slot cmdSlot;
     private Boolean redisUp;
+    /** R17: the reign counter; advanced after every step-down (elector thread only). */
+    private long reign = 1;
+    /** The owner sent on the wire for the current reign, base#reign (written by the elector thread). */
+    private volatile String owner;
 
     private LeaderElector(Builder b, LeaseTiming timing) {
         this.key = b.key;
-        this.owner = b.owner;
+        this.base = b.owner;
+        this.reuseOwner = b.reuseOwner;
+        this.owner = Decide.reignOwner(base, reign);
         this.timing = timing;
         this.candidate = b.candidate;
         this.metrics = b.metrics;
         this.listener = b.listener;
         this.observeIntervalNanos = b.observeInterval != null ? b.observeInterval.toNanos() : timing.renewIntervalNanos();
         this.connector = b.seeds != null
-                ? Transport.cluster(b.seeds, key, b.resources, Transport.connectTimeoutNanos(timing), b.protocol)
-                : Transport.standalone(b.uri, b.resources, Transport.connectTimeoutNanos(timing), b.protocol);
+                ? Transport.cluster(b.seeds, key, b.resources, Transport.connectTimeoutNanos(timing), b.settings())
+                : Transport.standalone(b.uri, b.resources, Transport.connectTimeoutNanos(timing), b.settings());
         // R5: the BLOCKing acquire gets a connection of its own; renewals, non-blocking calls
         // and releases use the other one. Each is closed after an abandoned call (R6).
         this.blockSlot = new Transport.Slot(connector, Transport.connectTimeoutNanos(timing));
@@ -90,8 +104,12 @@ public final class LeaderElector implements AutoCloseable {
         return key;
     }
 
+    /**
+     * The configured owner id (the base). What the server sees is {@code base#reign}: a new
+     * owner for every reign (R17); {@link LeaderContext#owner()} is that reign's.
+     */
     public String owner() {
-        return owner;
+        return base;
     }
 
     public LeaseTiming timing() {
@@ -129,6 +147,7 @@ public final class LeaderElector implements AutoCloseable {
                 started = true;
                 connector.shutdown();
                 terminated.complete(null);
+                reignChanged();
             }
         }
         return terminated.copy();
@@ -165,10 +184,73 @@ public final class LeaderElector implements AutoCloseable {
         return c != null && c.isLeader();
     }
 
-    /** The current reign's context, if leading. */
+    /** The current reign's context, if leading (reads the clock, like {@link #isLeader()}). */
     public Optional<LeaderContext> leadership() {
         LeaderContext c = current;
         return c != null && !c.isCancelled() ? Optional.of(c) : Optional.empty();
+    }
+
+    /**
+     * Wait until this elector leads, at most {@code timeout}: the reign's context, or empty on
+     * timeout or once the elector terminated. Does not start the elector.
+     *
+     * @throws InterruptedException the calling thread was interrupted
+     */
+    public Optional<LeaderContext> awaitLeadership(Duration timeout) throws InterruptedException {
+        long until = System.nanoTime() + Math.max(0L, timeout.toNanos());
+        synchronized (reignChange) {
+            while (true) {
+                Optional<LeaderContext> l = leadership();
+                if (l.isPresent() || terminated.isDone()) {
+                    return l;
+                }
+                long left = until - System.nanoTime();
+                if (left <= 0) {
+                    return Optional.empty();
+                }
+                // Woken at every reign start and at termination; the bound covers a missed one.
+                TimeUnit.NANOSECONDS.timedWait(reignChange, Math.min(left, Decide.SECOND));
+            }
+        }
+    }
+
+    /**
+     * One {@code LEASE.GET} now: who leads the key (any elector), or empty if no live lease.
+     * On a connection of its own, bounded by {@code max(op_timeout, 1 s)}; works before
+     * {@link #start()} too. {@code pttl} is already old when it arrives: show it, never decide
+     * on it (to lead, campaign).
+     *
+     * @throws RedisException Redis did not answer in time or answered an error
+     * @throws IllegalStateException the elector has terminated (its client is shut down)
+     */
+    public Optional<LeaseHolder> currentLeader() {
+        return currentLeader(Duration.ofNanos(Transport.connectTimeoutNanos(timing)));
+    }
+
+    /**
+     * {@link #currentLeader()} bounded by {@code timeout} (connecting included). Why a longer
+     * bound can be needed: the first connection of a cold JVM (class loading, Netty set-up,
+     * TLS) can take over a second on a busy machine, and a one-shot query does not retry.
+     */
+    public Optional<LeaseHolder> currentLeader(Duration timeout) {
+        if (terminated.isDone()) {
+            throw new IllegalStateException("elector terminated");
+        }
+        long bound = Math.max(1L, timeout.toNanos());
+        Transport.Slot slot = new Transport.Slot(connector, bound);
+        try {
+            return Optional.ofNullable(get(slot, System.nanoTime() + bound));
+        } catch (Transport.CommandFailed f) {
+            throw new RedisException("LEASE.GET " + key + " failed: " + f.failure);
+        } finally {
+            slot.dropAndWait();
+        }
+    }
+
+    private void reignChanged() {
+        synchronized (reignChange) {
+            reignChange.notifyAll();
+        }
     }
 
     // ================================================================ the loop
@@ -191,6 +273,7 @@ public final class LeaderElector implements AutoCloseable {
             }
             connector.shutdown();
             terminated.complete(null);
+            reignChanged();
         }
     }
 
@@ -227,7 +310,14 @@ public final class LeaderElector implements AutoCloseable {
                 attempt = 0;
                 unconfirmed = null;
                 metrics.acquire("granted");
-                if (lead(lead) == StepDownReason.RESIGNED) {
+                StepDownReason reason = lead(lead);
+                if (reason == StepDownReason.RESIGNED) {
+                    return;
+                }
+                // R17: the reign is over, whatever the reason: the next campaign asks with a
+                // new owner, so a RENEW or RELEASE of this reign that we abandoned and that
+                // still executes later names an owner that holds nothing and answers 0.
+                if (!advanceReign()) {
                     return;
                 }
             } else if (d instanceof Decide.Unconfirmed u) {
@@ -266,6 +356,25 @@ public final class LeaderElector implements AutoCloseable {
                 pause(p);
             }
         }
+    }
+
+    /**
+     * R17: step to the next reign's owner; false (and the loop ends) when the counter is
+     * exhausted (2^53-1 reigns: never in practice, but never a reused owner either).
+     */
+    private boolean advanceReign() {
+        if (reuseOwner) {
+            return true;
+        }
+        long next = Decide.nextReign(reign, Decide.ReignEvent.STEPPED_DOWN);
+        String o = Decide.reignOwner(base, next);
+        if (o == null) {
+            log.error("reign counter exhausted; not campaigning again key={} owner={} reign={}", key, owner, reign);
+            return false;
+        }
+        reign = next;
+        owner = o;
+        return true;
     }
 
     /** Sleep, or until resign. */
@@ -336,7 +445,12 @@ public final class LeaderElector implements AutoCloseable {
             up = true;
         } else {
             metrics.redisError(op, failure.kind().label());
-            if (failure.kind() == ErrorKind.REJECTED) {
+            if (failure.message().startsWith("MOVED ") || failure.message().startsWith("ASK ")) {
+                // A Cluster slot migration or failover: expected, not an error worth a warning.
+                // The connection is dropped and the next one loads the topology afresh.
+                log.info("slot moved; reconnecting with a fresh topology key={} owner={} op={} reply={}", key, owner, op,
+                        failure.message());
+            } else if (failure.kind() == ErrorKind.REJECTED) {
                 log.warn("redis rejected the request key={} owner={} op={} error={}", key, owner, op, failure);
             } else if (!failure.kind().unreachable() && failure.kind() != ErrorKind.GRACE) {
                 log.warn("redis error key={} owner={} op={} error={}", key, owner, op, failure);
@@ -366,6 +480,7 @@ public final class LeaderElector implements AutoCloseable {
         task.setDaemon(true);
         ctx.attach(task);
         current = ctx;
+        reignChanged();
         metrics.leader(token, deadline);
         log.info("became leader key={} owner={} token={} reason=acquired lead_ms={}", key, owner, token,
                 (deadline - System.nanoTime()) / Decide.MILLI);
@@ -427,9 +542,15 @@ public final class LeaderElector implements AutoCloseable {
             Decide.RenewDecision d = Decide.onRenew(timing, deadline, sentAt, now, res);
             if (d instanceof Decide.Extend x) {
                 metrics.renew("renewed", now - sentAt);
+                if (!ctx.extend(x.deadline())) {
+                    // A reader of the context saw the stop point pass while this thread was
+                    // stalled (between the reply and here) and fired the signal: the task was
+                    // told to stop, so the reign is over even though the renewal counted.
+                    reason = StepDownReason.DEADLINE;
+                    break;
+                }
                 deadline = x.deadline();
                 nextRenew = x.nextRenew();
-                ctx.extend(deadline);
                 metrics.deadline(deadline);
             } else if (d instanceof Decide.StepDown s) {
                 metrics.renew(s.reason() == StepDownReason.RENEW_REJECTED ? "rejected" : "error", now - sentAt);
@@ -644,6 +765,8 @@ public final class LeaderElector implements AutoCloseable {
         private List<RedisURI> seeds;
         private ClientResources resources;
         private ProtocolVersion protocol;
+        private ClientOptions clientOptions;
+        private SslOptions sslOptions;
         private String key;
         private Duration ttl;
         private String owner;
@@ -661,8 +784,19 @@ public final class LeaderElector implements AutoCloseable {
         private ElectorMetrics metrics = ElectorMetrics.NOOP;
         private LeaderListener listener;
         private Duration observeInterval;
+        private boolean reuseOwner;
 
         private Builder() {}
+
+        /**
+         * The negative control of the conformance harness (docs/conformance.md, mode
+         * {@code reuse-owner}): keep one owner across reigns, the behaviour R17 forbids. Not
+         * public API: only the conformance elector in this package calls it.
+         */
+        Builder reuseOwnerAcrossReigns() {
+            this.reuseOwner = true;
+            return this;
+        }
 
         /**
          * A standalone primary ({@code redis://host:port}) or a Sentinel-monitored one
@@ -692,6 +826,33 @@ public final class LeaderElector implements AutoCloseable {
             return this;
         }
 
+        /**
+         * Your Lettuce client options as the base of the elector's (TLS via their
+         * {@code SslOptions}, protocol, socket settings...; {@code ClusterClientOptions} for a
+         * cluster). The elector overrides four of them on its own connections, never on yours:
+         * {@code autoReconnect(false)}, {@code REJECT_COMMANDS} while disconnected, no Lettuce
+         * command timeout, and its own connect timeout with TCP keep-alive (see the README).
+         */
+        public Builder clientOptions(ClientOptions options) {
+            this.clientOptions = options;
+            return this;
+        }
+
+        /**
+         * TLS for {@code rediss://} URIs, e.g. a private CA:
+         * {@code SslOptions.builder().trustManager(new File("ca.crt")).build()} (and
+         * {@code keyManager(cert, key, null)} for client certificates), without JVM-wide
+         * trust-store settings. Overrides the {@code SslOptions} of {@link #clientOptions}.
+         */
+        public Builder sslOptions(SslOptions ssl) {
+            this.sslOptions = ssl;
+            return this;
+        }
+
+        Transport.Settings settings() {
+            return new Transport.Settings(clientOptions, sslOptions, protocol);
+        }
+
         /** RESP2 or RESP3 (default: Lettuce's, RESP3 when the server speaks it). */
         public Builder protocolVersion(ProtocolVersion v) {
             this.protocol = v;
@@ -708,7 +869,11 @@ public final class LeaderElector implements AutoCloseable {
             return this;
         }
 
-        /** Owner id; default {@link #defaultOwner()}. Must be unique per process incarnation. */
+        /**
+         * Owner id (the base of the per-reign owner {@code base#reign}, R17); default
+         * {@link #defaultOwner()}. Must be unique per process incarnation; 1..=239 UTF-8 bytes so
+         * that {@code #} and any reign number fit the server's 256-byte limit.
+         */
         public Builder owner(String owner) {
             this.owner = owner;
             return this;

@@ -6,6 +6,7 @@ import io.lettuce.core.RedisCommandExecutionException;
 import io.lettuce.core.RedisCommandTimeoutException;
 import io.lettuce.core.RedisURI;
 import io.lettuce.core.SocketOptions;
+import io.lettuce.core.SslOptions;
 import io.lettuce.core.TimeoutOptions;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.cluster.ClusterClientOptions;
@@ -45,6 +46,7 @@ final class Transport {
         static final Cmd RENEW = new Cmd("LEASE.RENEW");
         static final Cmd RELEASE = new Cmd("LEASE.RELEASE");
         static final Cmd GET = new Cmd("LEASE.GET");
+        static final Cmd FENCE = new Cmd("LEASE.FENCE");
 
         private final byte[] bytes;
         private final String text;
@@ -110,16 +112,31 @@ final class Transport {
         return Math.max(t.opTimeoutNanos(), Decide.SECOND);
     }
 
-    static ClientOptions.Builder safeOptions(ClientOptions.Builder b, long connectTimeoutNanos, ProtocolVersion protocol) {
+    /**
+     * What the user configured for the elector's connections: their ClientOptions (or null),
+     * TLS options (or null, then the base's), protocol (or null, then the base's).
+     */
+    record Settings(ClientOptions base, SslOptions ssl, ProtocolVersion protocol) {
+        static final Settings DEFAULT = new Settings(null, null, null);
+    }
+
+    /**
+     * The user's options with the elector's four overrides on top (everything else, TLS, the
+     * protocol, socket settings such as keep-alive intervals, stays theirs). The overrides are
+     * not negotiable: each is a safety rule above.
+     */
+    static ClientOptions.Builder safeOptions(ClientOptions.Builder b, ClientOptions base, long connectTimeoutNanos,
+            Settings settings) {
+        SocketOptions.Builder socket = base == null ? SocketOptions.builder() : base.getSocketOptions().mutate();
         b.autoReconnect(false)
                 .disconnectedBehavior(ClientOptions.DisconnectedBehavior.REJECT_COMMANDS)
                 .timeoutOptions(TimeoutOptions.builder().timeoutCommands(false).build())
-                .socketOptions(SocketOptions.builder()
-                        .connectTimeout(Duration.ofNanos(connectTimeoutNanos))
-                        .keepAlive(true)
-                        .build());
-        if (protocol != null) {
-            b.protocolVersion(protocol);
+                .socketOptions(socket.connectTimeout(Duration.ofNanos(connectTimeoutNanos)).keepAlive(true).build());
+        if (settings.ssl() != null) {
+            b.sslOptions(settings.ssl());
+        }
+        if (settings.protocol() != null) {
+            b.protocolVersion(settings.protocol());
         }
         return b;
     }
@@ -167,9 +184,11 @@ final class Transport {
     }
 
     /** Standalone or Sentinel (a RedisURI with sentinels resolves the primary at each connect). */
-    static Connector standalone(RedisURI uri, ClientResources resources, long connectTimeoutNanos, ProtocolVersion protocol) {
+    static Connector standalone(RedisURI uri, ClientResources resources, long connectTimeoutNanos, Settings settings) {
         RedisClient client = resources == null ? RedisClient.create() : RedisClient.create(resources);
-        client.setOptions(safeOptions(ClientOptions.builder(), connectTimeoutNanos, protocol).build());
+        ClientOptions base = settings.base();
+        client.setOptions(safeOptions(base == null ? ClientOptions.builder() : base.mutate(), base, connectTimeoutNanos,
+                settings).build());
         return new Connector() {
             @Override
             public CompletableFuture<Link> connect() {
@@ -189,22 +208,23 @@ final class Transport {
      * included, runs on that one node connection (WAIT counts this connection's writes).
      */
     static Connector cluster(List<RedisURI> seeds, String key, ClientResources resources, long connectTimeoutNanos,
-            ProtocolVersion protocol) {
+            Settings settings) {
         RedisClusterClient client = resources == null ? RedisClusterClient.create(seeds)
                 : RedisClusterClient.create(resources, seeds);
-        ClusterClientOptions.Builder b = ClusterClientOptions.builder();
-        safeOptions(b, connectTimeoutNanos, protocol);
+        ClientOptions base = settings.base();
+        ClusterClientOptions.Builder b = base == null ? ClusterClientOptions.builder()
+                : base instanceof ClusterClientOptions c ? c.mutate() : ClusterClientOptions.builder(base);
+        safeOptions(b, base, connectTimeoutNanos, settings);
         client.setOptions(b.build());
         int slot = SlotHash.getSlot(key);
         return new Connector() {
-            private volatile boolean connectedOnce;
-
             @Override
             public CompletableFuture<Link> connect() {
-                CompletableFuture<Void> refresh = connectedOnce
-                        ? client.refreshPartitionsAsync().toCompletableFuture()
-                        : CompletableFuture.completedFuture(null);
-                connectedOnce = true;
+                // Load the topology before every connect, the first one included: Lettuce's
+                // connectAsync does not load it by itself ("Partitions not initialized"), which
+                // made the first connect fail and log a spurious "redis unreachable"; later
+                // ones must see a slot that moved (MOVED, failover) at once.
+                CompletableFuture<Void> refresh = client.refreshPartitionsAsync().toCompletableFuture();
                 return refresh.thenCompose(v -> client.connectAsync(StringCodec.UTF8)).thenCompose(cc -> {
                     RedisClusterNode node = cc.getPartitions().getMasterBySlot(slot);
                     if (node == null) {

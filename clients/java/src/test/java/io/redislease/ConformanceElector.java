@@ -27,6 +27,8 @@ import java.util.concurrent.TimeoutException;
  * <p>Mode {@code safe}: check {@code ctx.isLeader()} -> record check -> prepare 15 ms -> write ->
  * sleep 25 ms or stop on the stop signal. Mode {@code ignore-deadline} (the negative control):
  * a detached worker writes without checking and keeps going 3 TTLs after the stop signal.
+ * Mode {@code reuse-owner} (the negative control of R17): the safe loop, with one owner for
+ * every reign instead of {@code base#reign}.
  */
 public final class ConformanceElector {
     private static final long PREP_MS = 15;
@@ -52,7 +54,7 @@ public final class ConformanceElector {
         for (int i = 0; i < argv.length; i++) {
             String k = argv[i];
             if (!k.startsWith("--") || i + 1 >= argv.length) {
-                System.err.println("usage: --id ID --redis URL --resource HOST:PORT --out PATH --ttl-ms N [--key K] [--mode safe|ignore-deadline]");
+                System.err.println("usage: --id ID --redis URL --resource HOST:PORT --out PATH --ttl-ms N [--key K] [--mode safe|ignore-deadline|reuse-owner]");
                 System.exit(2);
             }
             if (a.put(k, argv[++i]) != null) {
@@ -74,10 +76,16 @@ public final class ConformanceElector {
         String key = a.getOrDefault("--key", "chaos:leader");
         String mode = a.getOrDefault("--mode", "safe");
         boolean unsafe;
+        boolean reuseOwner = false;
         if (mode.equals("safe")) {
             unsafe = false;
         } else if (mode.equals("ignore-deadline")) {
             unsafe = true;
+        } else if (mode.equals("reuse-owner")) {
+            // The negative control of R17: the safe work loop, but one owner for every reign
+            // (the library's package-private hook), so a late RELEASE can end a later reign.
+            unsafe = false;
+            reuseOwner = true;
         } else {
             System.err.println("unknown --mode " + mode);
             System.exit(2);
@@ -90,7 +98,7 @@ public final class ConformanceElector {
         w.record("{\"ev\":\"start\",\"t\":" + System.nanoTime() + ",\"elector\":" + str(id) + ",\"pid\":" + pid
                 + ",\"owner\":" + str(owner) + ",\"mode\":" + str(mode) + "}");
 
-        LeaderElector elector = LeaderElector.builder()
+        LeaderElector.Builder builder = LeaderElector.builder()
                 .redis(RedisURI.create(redis))
                 .key(key)
                 .ttl(Duration.ofMillis(ttlMs))
@@ -98,8 +106,11 @@ public final class ConformanceElector {
                 // Reconnect backoff capped at one TTL (library default 5 s): the harness measures
                 // "Redis back -> next grant", which the cap bounds.
                 .backoff(Duration.ofMillis(50), Duration.ofMillis(Math.max(50, ttlMs)))
-                .candidate(w::reign)
-                .build();
+                .candidate(w::reign);
+        if (reuseOwner) {
+            builder.reuseOwnerAcrossReigns();
+        }
+        LeaderElector elector = builder.build();
 
         CompletableFuture<Void> exited = new CompletableFuture<>();
         java.util.concurrent.atomic.AtomicBoolean resigning = new java.util.concurrent.atomic.AtomicBoolean();

@@ -26,6 +26,40 @@ class PauseTest {
         assertEquals(0, k.waitFor(), "kill -" + sig);
     }
 
+    /**
+     * Wait until every thread of {@code pid} is stopped. Why: kill(2) returns once SIGSTOP is
+     * queued; on a loaded machine the process's threads may run on for tens of ms until the
+     * chosen thread handles it (seen here: 6 writes after kill returned).
+     */
+    private static void awaitStopped(long pid) throws Exception {
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (true) {
+            boolean all = true;
+            try (java.util.stream.Stream<Path> tasks = Files.list(Path.of("/proc/" + pid + "/task"))) {
+                for (Path t : (Iterable<Path>) tasks::iterator) {
+                    String stat;
+                    try {
+                        stat = Files.readString(t.resolve("stat"));
+                    } catch (java.io.IOException gone) {
+                        continue; // a thread that just ended
+                    }
+                    char state = stat.charAt(stat.lastIndexOf(')') + 2);
+                    if (state != 'T' && state != 't') {
+                        all = false;
+                        break;
+                    }
+                }
+            }
+            if (all) {
+                return;
+            }
+            if (System.nanoTime() - until > 0) {
+                fail("the child did not stop after SIGSTOP");
+            }
+            Thread.sleep(1);
+        }
+    }
+
     private static List<String[]> lines(Path f, String kind) throws Exception {
         List<String[]> r = new ArrayList<>();
         if (!Files.exists(f)) {
@@ -66,6 +100,7 @@ class PauseTest {
                         Thread.sleep(20);
                     }
                     signal(child.pid(), "STOP");
+                    awaitStopped(child.pid());
                     stoppedAt = System.nanoTime();
                     List<String[]> grants = lines(out, "GRANT");
                     String last = grants.get(grants.size() - 1)[1];
@@ -119,12 +154,25 @@ class PauseTest {
                     long stopT = Long.parseLong(stop[3]);
                     assertTrue(stopT - contAt >= 0, "task stopped after resuming: stopped " + frozenAt + " cont " + contAt
                             + " stop " + stopT + "\n" + String.join("\n", Files.readAllLines(out)));
+                    // Issue 33: what the stop objects said after SIGCONT. The sampler's first read
+                    // after resuming ran in a race with the elector thread; whichever ran first,
+                    // every object must say stop, because each reads the clock itself.
+                    List<String[]> after = lines(out, "SAMPLE").stream()
+                            .filter(w -> w[1].equals(Long.toString(frozenToken)) && Long.parseLong(w[2]) - contAt >= 0)
+                            .toList();
+                    assertTrue(!after.isEmpty(), "the sampler read the objects after SIGCONT");
+                    for (String[] w : after) {
+                        assertEquals("true true false", w[3] + " " + w[4] + " " + w[5],
+                                "captured.isDone isCancelled isLeader after SIGCONT at " + w[2]);
+                    }
                     List<String[]> revoked = lines(out, "REVOKED");
                     String reason = revoked.get(revoked.size() - 1)[1];
                     assertTrue(reason.equals("deadline") || reason.equals("renew_rejected"), reason);
                     System.out.printf("SIGSTOP %d ms: new leader token %d > %d; after SIGCONT the old task stopped "
-                            + "in %.1f ms (%s), step-down reason %s, no write after the freeze%n",
-                            (contAt - stoppedAt) / 1_000_000, cb.token(), oldToken, (stopT - contAt) / 1e6, stop[2], reason);
+                            + "in %.1f ms (%s), step-down reason %s, no write after the freeze; first read after SIGCONT (%.1f ms): "
+                            + "captured future done, isCancelled, not leader%n",
+                            (contAt - stoppedAt) / 1_000_000, cb.token(), oldToken, (stopT - contAt) / 1e6, stop[2], reason,
+                            (Long.parseLong(after.get(0)[2]) - contAt) / 1e6);
                     assertTrue(lines(out, "GRANT").stream().allMatch(g -> Long.parseLong(g[3]) - frozenAt < 0),
                             "the old leader did not lead again while the new one holds the lease");
                     assertTrue(cb.isLeader(), "the new leader still leads");

@@ -5,7 +5,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 /** Counts every metrics call by name and labels, for assertions. */
-final class RecordingMetrics implements ElectorMetrics {
+class RecordingMetrics implements ElectorMetrics {
     final Map<String, AtomicLong> counts = new ConcurrentHashMap<>();
 
     private void inc(String k) {

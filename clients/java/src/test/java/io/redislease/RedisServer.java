@@ -123,8 +123,16 @@ final class RedisServer implements AutoCloseable {
         return RedisURI.create("redis://127.0.0.1:" + port);
     }
 
-    /** One raw RESP command, reply's first line (enough for tests: PING, LEASE.GET owner...). */
+    /**
+     * One raw RESP command: a simple/integer/error reply's line, a bulk string's content (read as
+     * characters: ASCII replies only), an array's elements joined by spaces (LEASE.GET).
+     */
     String command(String... args) throws IOException {
+        return command(port, args);
+    }
+
+    /** {@link #command(String...)} against any loopback port (a Sentinel...). */
+    static String command(int port, String... args) throws IOException {
         try (Socket s = new Socket("127.0.0.1", port)) {
             s.setSoTimeout(2000);
             StringBuilder b = new StringBuilder("*" + args.length + "\r\n");
@@ -151,6 +159,20 @@ final class RedisServer implements AutoCloseable {
                 }
                 return all.toString();
             }
+            if (first != null && first.startsWith("$") && !first.equals("$-1")) {
+                // A bulk string (CLUSTER INFO...): its content, up to its length.
+                int n = Integer.parseInt(first.substring(1));
+                char[] buf = new char[n];
+                int got = 0;
+                while (got < n) {
+                    int r = in.read(buf, got, n - got);
+                    if (r < 0) {
+                        break;
+                    }
+                    got += r;
+                }
+                return new String(buf, 0, got);
+            }
             return first;
         }
     }
@@ -161,6 +183,10 @@ final class RedisServer implements AutoCloseable {
         } catch (IOException e) {
             return false;
         }
+    }
+
+    Path dir() {
+        return dir;
     }
 
     /** SIGKILL: the server vanishes without a word. */

@@ -28,7 +28,7 @@ class TransportTest {
         // Grace long enough to survive a slow start on a starved machine; the part after grace
         // runs on a second server without grace.
         try (RedisServer r = RedisServer.start(RedisServer.freePort(), 60_000); RedisServer r0 = RedisServer.start()) {
-            Transport.Connector c = Transport.standalone(r.uri(), null, Decide.SECOND, null);
+            Transport.Connector c = Transport.standalone(r.uri(), null, Decide.SECOND, Transport.Settings.DEFAULT);
             try {
                 Transport.Slot slot = new Transport.Slot(c, Decide.SECOND);
                 Transport.Link link = slot.get(System.nanoTime() + 5 * Decide.SECOND, null);
@@ -51,7 +51,7 @@ class TransportTest {
                 slot.dropAndWait();
                 c.shutdown();
                 // Without grace: token, refresh (same token), nil for another owner, 1/0 flags, GET.
-                c = Transport.standalone(r0.uri(), null, Decide.SECOND, null);
+                c = Transport.standalone(r0.uri(), null, Decide.SECOND, Transport.Settings.DEFAULT);
                 slot = new Transport.Slot(c, Decide.SECOND);
                 link = slot.get(System.nanoTime() + 5 * Decide.SECOND, null);
                 Long t1 = Transport.parseToken(call(link, Transport.Cmd.ACQUIRE, Transport.args("k").add("me").add(5000)));

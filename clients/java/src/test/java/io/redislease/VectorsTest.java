@@ -31,7 +31,7 @@ class VectorsTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Set<String> DECISIONS = Set.of("config_defaults", "config_validate", "deadline",
             "op_limit", "wait_for", "retry_interval", "backoff", "classify_error", "on_acquire",
-            "not_granted_pause", "on_renew", "must_stop", "step_down");
+            "not_granted_pause", "on_renew", "must_stop", "step_down", "reign_owner", "next_reign");
 
     static Path vectorDir() {
         String base = System.getProperty("basedir", System.getProperty("user.dir"));
@@ -308,6 +308,17 @@ class VectorsTest {
                     fail(name + ": unknown reason " + in.get("reason"));
                 }
                 a.put("release", Decide.releaseAfter(r));
+                break;
+            }
+            case "reign_owner":
+                a.put("reign_owner", Decide.reignOwner(in.get("owner").asText(), in.get("reign").asLong()));
+                break;
+            case "next_reign": {
+                Decide.ReignEvent ev = Decide.ReignEvent.fromLabel(in.get("event").asText());
+                if (ev == null) {
+                    fail(name + ": unknown event " + in.get("event"));
+                }
+                a.put("reign", Decide.nextReign(in.get("reign").asLong(), ev));
                 break;
             }
             default:
