@@ -59,6 +59,7 @@ fn single(args: Vec<String>) -> i32 {
                     "drift-beyond-bound" => Control::DriftBeyondBound,
                     "no-deadline-check" => Control::NoDeadlineCheck,
                     "replica-clock-behind" => Control::ReplicaClockBehind,
+                    "owner-reuse" => Control::OwnerReuse,
                     other => panic!("unknown control {other}"),
                 }
             }
