@@ -1,9 +1,11 @@
 //! `lease-model [--electors N] [--horizon H] [--budget B] [--faults drop,crash,failover,restart]
-//! [--control NAME] [--eager] [--stop acting|fencing|tokens]`: checks one configuration of the
+//! [--control NAME] [--eager] [--stop acting|fencing|tokens]` (NAME: grace-zero,
+//! deadline-from-reply, drift-beyond-bound, no-deadline-check, replica-clock-behind,
+//! owner-reuse): checks one configuration of the
 //! single-node model and prints the states explored and any counterexample.
 //!
-//! `lease-model --quorum [--horizon H] [--budget B] [--faults drop,wipe,restart]
-//! [--control grace-zero|no-unify|minority] [--skew-ms S] [--eager] [--release-on-lost]
+//! `lease-model --quorum [--horizon H] [--budget B] [--faults drop,wipe,restart,swap]
+//! [--control grace-zero|no-unify|minority|identity-ignored] [--skew-ms S] [--eager] [--release-on-lost]
 //! [--stop acting|majority|fencing]`: the same for the quorum model (3 nodes, 2 electors).
 //!
 //! scripts/model runs the larger configurations of docs/model.md.
@@ -96,6 +98,7 @@ fn quorum(args: Vec<String>) -> i32 {
             drop_messages: true,
             wipe: true,
             restart: true,
+            swap: false,
         },
         control: QControl::None,
         skew_ms: SKEW_MS,
@@ -120,6 +123,7 @@ fn quorum(args: Vec<String>) -> i32 {
                 setup.faults.drop_messages = has("drop");
                 setup.faults.wipe = has("wipe");
                 setup.faults.restart = has("restart");
+                setup.faults.swap = has("swap");
             }
             "--control" => {
                 setup.control = match value().as_str() {
@@ -127,6 +131,7 @@ fn quorum(args: Vec<String>) -> i32 {
                     "grace-zero" => QControl::GraceZero,
                     "no-unify" => QControl::NoUnify,
                     "minority" => QControl::Minority,
+                    "identity-ignored" => QControl::IdentityIgnored,
                     other => panic!("unknown quorum control {other}"),
                 }
             }

@@ -64,6 +64,9 @@ pub enum QControl {
     NoUnify,
     /// Lead on a single grant (`QuorumControl::Minority`).
     Minority,
+    /// The elector ignores node identities: a node whose address now points at another
+    /// server counts like any other (the client before issue 32's identity rule).
+    IdentityIgnored,
 }
 
 impl QControl {
@@ -71,7 +74,9 @@ impl QControl {
         match self {
             QControl::NoUnify => QuorumControl::NoUnify,
             QControl::Minority => QuorumControl::Minority,
-            QControl::None | QControl::GraceZero => QuorumControl::Correct,
+            QControl::None | QControl::GraceZero | QControl::IdentityIgnored => {
+                QuorumControl::Correct
+            }
         }
     }
 }
@@ -89,6 +94,10 @@ pub struct QFaults {
     /// A node is restarted with its data (RDB/AOF): leases reloaded with their absolute
     /// expiry, start grace.
     pub restart: bool,
+    /// A node's address is re-pointed at another, already-running server (a VIP, DNS name,
+    /// k8s Service or proxy moved to a spare up for longer than its grace, issue 32): empty
+    /// dataset, watermark 0, **no grace**, and a new identity.
+    pub swap: bool,
 }
 
 impl QFaults {
@@ -97,6 +106,7 @@ impl QFaults {
         drop_messages: false,
         wipe: false,
         restart: false,
+        swap: false,
     };
 }
 
@@ -196,12 +206,21 @@ struct QElector {
     round: Option<Round>,
     /// One request per node on the wire (its reply arrives with its execution).
     net: [Option<Msg>; NODES],
+    /// The identity of the server each node address led to when this elector last heard
+    /// from it (all start with the servers of tick 0, met at start).
+    seen: [u8; NODES],
+    /// Until when (elector clock, ns) node n counts toward nothing because its identity
+    /// changed (0: not quarantined).
+    quarantine_ns: [u64; NODES],
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct QNode {
     node: Node,
     lease: Option<Lease>,
+    /// Which server this node address points at. A restart (with or without data) keeps
+    /// it: the model's identity is the server, not the process; a swap changes it.
+    ident: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -242,6 +261,8 @@ pub enum QAction {
     Drop(usize, usize),
     Wipe(usize),
     Restart(usize),
+    /// Node n's address now points at another, long-running empty server (a fault).
+    Swap(usize),
 }
 
 fn owner(i: usize) -> Vec<u8> {
@@ -273,6 +294,39 @@ impl QuorumModel {
             server_cfg,
             base: Instant::now(),
         }
+    }
+
+    /// Issue 32's identity rule: how long a node whose identity changed counts toward no
+    /// grant, on the elector's clock. At least one max TTL of the *server's* clock (every
+    /// lease the previous server held for someone else ends within that), and a server
+    /// duration `d` lasts at most `d / (1 - drift)` on an elector clock within the drift
+    /// bound. (The model's max TTL is the TTL every elector asks for.)
+    // TODO(issue 32): client/src/quorum.rs must implement this rule (remember each node's
+    // identity, quarantine a changed one); the model then calls its decision function
+    // instead of this local copy.
+    fn quarantine(&self) -> u64 {
+        Duration::from_millis(TTL_MS)
+            .div_f64(1.0 - self.cfg.drift)
+            .as_nanos() as u64
+    }
+
+    /// Elector i hears from node n (a reply arrived): checks the server's identity against
+    /// the one it remembers and starts a quarantine on a change. Returns the quarantine's
+    /// remaining ms if node n counts toward nothing now. Under the identity-ignored control
+    /// it never does.
+    fn hear_from(&self, st: &mut QState, i: usize, n: usize) -> Option<u64> {
+        if self.setup.control == QControl::IdentityIgnored {
+            return None;
+        }
+        let now = self.elector_ns(i, st.t);
+        let ident = st.nodes[n].ident;
+        let e = &mut st.electors[i];
+        if e.seen[n] != ident {
+            e.seen[n] = ident;
+            e.quarantine_ns[n] = now + self.quarantine();
+        }
+        let until = e.quarantine_ns[n];
+        (now < until).then(|| (until - now).div_ceil(1_000_000))
     }
 
     /// `QuorumTransport::step_timeout`: each step waits at most half the op timeout, so the
@@ -702,6 +756,7 @@ impl Model for QuorumModel {
                 grace_started_mono_us: 0,
             },
             lease: None,
+            ident: 0,
         };
         vec![QState {
             t: 0,
@@ -710,6 +765,8 @@ impl Model for QuorumModel {
                     role: Role::Follower { next_try_ns: 0 },
                     round: None,
                     net: [None; NODES],
+                    seen: [0; NODES],
+                    quarantine_ns: [0; NODES],
                 })
                 .collect(),
             nodes: [n.clone(), n.clone(), n],
@@ -779,6 +836,9 @@ impl Model for QuorumModel {
             if fault && f.restart {
                 out.push(QAction::Restart(n));
             }
+            if fault && f.swap {
+                out.push(QAction::Swap(n));
+            }
         }
     }
 
@@ -788,6 +848,15 @@ impl Model for QuorumModel {
             QAction::Tick => {
                 st.t += 1;
                 st.writing = 0;
+                // A quarantine that ended is no quarantine: one state, not one per end time.
+                for i in 0..st.electors.len() {
+                    let now = self.elector_ns(i, st.t);
+                    for q in st.electors[i].quarantine_ns.iter_mut() {
+                        if *q <= now {
+                            *q = 0;
+                        }
+                    }
+                }
             }
             QAction::SendAcquire(i) | QAction::SendRenew(i) => {
                 let now = self.elector_ns(i, st.t);
@@ -818,10 +887,18 @@ impl Model for QuorumModel {
                 // never (LoseReply). A reply that travels longer is the elector learning
                 // later, which only shortens what it can do with the round (docs/model.md §8).
                 let msg = st.electors[i].net[n].take()?;
-                let ans = self.serve(&mut st, n, i, msg);
+                let mut ans = self.serve(&mut st, n, i, msg);
                 if let QAction::LoseReply(..) = action {
                     st.faults_used += 1;
-                } else if let Some(a) = ans {
+                    ans = None;
+                } else if let Some(ms) = self.hear_from(&mut st, i, n) {
+                    // Issue 32: a node whose identity changed counts toward no grant (nor
+                    // renewal, nor raise) until its quarantine ends, as a node in grace.
+                    if ans.is_some() {
+                        ans = Some(Ans::Grace(ms));
+                    }
+                }
+                if let Some(a) = ans {
                     if let Some(r) = st.electors[i].round.as_mut() {
                         r.replies[n] = Some(a);
                         if self.step_done(r) {
@@ -887,6 +964,21 @@ impl Model for QuorumModel {
                     }
                     .start_grace(now),
                     lease: None,
+                    ident: st.nodes[n].ident,
+                };
+            }
+            QAction::Swap(n) => {
+                // The address now leads to a spare that has been up for longer than its
+                // grace: no lease, watermark 0, grace over, another identity.
+                st.faults_used += 1;
+                st.nodes[n] = QNode {
+                    node: Node {
+                        config: self.server_cfg,
+                        token_watermark: 0,
+                        grace_started_mono_us: 0,
+                    },
+                    lease: None,
+                    ident: st.nodes[n].ident + 1,
                 };
             }
             QAction::Restart(n) => {
@@ -906,6 +998,7 @@ impl Model for QuorumModel {
                     }
                     .start_grace(now),
                     lease,
+                    ident: st.nodes[n].ident,
                 };
             }
         }
@@ -989,11 +1082,14 @@ impl Explain for QuorumModel {
             QAction::Deliver(i, n, _) | QAction::LoseReply(i, n, _) => {
                 match st.electors[*i].net[*n] {
                     Some(m) => {
-                        let ans = self.serve(&mut st.clone(), *n, *i, m);
+                        let mut scratch = st.clone();
+                        let ans = self.serve(&mut scratch, *n, *i, m);
                         let lost = if matches!(a, QAction::LoseReply(..)) {
-                            " (reply lost)"
+                            " (reply lost)".to_string()
+                        } else if let Some(ms) = self.hear_from(&mut scratch, *i, *n) {
+                            format!(" (identity changed: counts as GRACE {ms})")
                         } else {
-                            ""
+                            String::new()
                         };
                         match ans {
                             Some(x) => format!("n{n} runs e{i}'s {}: {}{lost}", msg_s(m), ans_s(x)),
@@ -1030,10 +1126,12 @@ impl Explain for QuorumModel {
                     None => "free".to_string(),
                 };
                 let g = q.node.grace_ms_left(now);
+                // A swapped node's name gets a prime per swap: n2' is another server.
+                let name = format!("n{n}{}", "'".repeat(usize::from(q.ident)));
                 if g > 0 {
-                    format!("n{n} {l} (grace {g})")
+                    format!("{name} {l} (grace {g})")
                 } else {
-                    format!("n{n} {l}")
+                    format!("{name} {l}")
                 }
             })
             .collect();

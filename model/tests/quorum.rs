@@ -30,6 +30,7 @@ fn only(kind: &str) -> QFaults {
         drop_messages: kind == "drop",
         wipe: kind == "wipe",
         restart: kind == "restart",
+        swap: kind == "swap",
     }
 }
 
@@ -149,6 +150,25 @@ fn quorum_control_early_release_on_lost_breaks_exclusivity() {
             release_on_lost: true,
             ..setup(2, only("wipe"), QControl::None)
         },
+        ONE_ACTING,
+    );
+}
+
+#[test]
+fn quorum_holds_across_a_node_identity_change() {
+    // Issue 32: a node address re-pointed at a long-running empty server (no grace). The
+    // elector sees the server's identity change and counts that node toward no grant for
+    // one max TTL (docs/model.md §8, "identity").
+    holds(setup(2, only("swap"), QControl::None));
+}
+
+/// Negative control (issue 32, item 3): a client that ignores node identities counts the
+/// swapped node like any other; it grants at once (it never was in grace), and a second
+/// elector reigns on it and a node the first one does not hold while the first still acts.
+#[test]
+fn quorum_control_identity_ignored_breaks_exclusivity() {
+    breaks(
+        setup(2, only("swap"), QControl::IdentityIgnored),
         ONE_ACTING,
     );
 }
