@@ -5,7 +5,8 @@
 //! single-node model and prints the states explored and any counterexample.
 //!
 //! `lease-model --quorum [--horizon H] [--budget B] [--faults drop,wipe,restart,swap]
-//! [--control grace-zero|no-unify|minority|identity-ignored] [--skew-ms S] [--eager] [--release-on-lost]
+//! [--control grace-zero|no-unify|minority|identity-ignored|owner-reuse|
+//! reign-on-step-down-only] [--skew-ms S] [--eager] [--release-on-lost] [--late-all]
 //! [--stop acting|majority|fencing]`: the same for the quorum model (3 nodes, 2 electors).
 //!
 //! scripts/model runs the larger configurations of docs/model.md.
@@ -104,6 +105,7 @@ fn quorum(args: Vec<String>) -> i32 {
         skew_ms: SKEW_MS,
         eager: false,
         release_on_lost: false,
+        late_all: false,
     };
     let mut stop: Option<&'static str> = None;
     let mut args = args.into_iter();
@@ -132,11 +134,14 @@ fn quorum(args: Vec<String>) -> i32 {
                     "no-unify" => QControl::NoUnify,
                     "minority" => QControl::Minority,
                     "identity-ignored" => QControl::IdentityIgnored,
+                    "owner-reuse" => QControl::OwnerReuse,
+                    "reign-on-step-down-only" => QControl::ReignOnStepDownOnly,
                     other => panic!("unknown quorum control {other}"),
                 }
             }
             "--eager" => setup.eager = true,
             "--release-on-lost" => setup.release_on_lost = true,
+            "--late-all" => setup.late_all = true,
             "--stop" => {
                 stop = Some(match value().as_str() {
                     "acting" => "one acting elector",
