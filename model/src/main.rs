@@ -1,9 +1,12 @@
 //! `lease-model [--electors N] [--horizon H] [--budget B] [--faults drop,crash,failover,restart]
-//! [--control NAME] [--eager] [--stop acting|fencing|tokens]`: checks one configuration of the
+//! [--control NAME] [--eager] [--stop acting|fencing|tokens]` (NAME: grace-zero,
+//! deadline-from-reply, drift-beyond-bound, no-deadline-check, replica-clock-behind,
+//! owner-reuse): checks one configuration of the
 //! single-node model and prints the states explored and any counterexample.
 //!
-//! `lease-model --quorum [--horizon H] [--budget B] [--faults drop,wipe,restart]
-//! [--control grace-zero|no-unify|minority] [--skew-ms S] [--eager] [--release-on-lost]
+//! `lease-model --quorum [--horizon H] [--budget B] [--faults drop,wipe,restart,swap]
+//! [--control grace-zero|no-unify|minority|identity-ignored|owner-reuse|
+//! reign-on-step-down-only] [--skew-ms S] [--eager] [--release-on-lost] [--late-all]
 //! [--stop acting|majority|fencing]`: the same for the quorum model (3 nodes, 2 electors).
 //!
 //! scripts/model runs the larger configurations of docs/model.md.
@@ -59,6 +62,7 @@ fn single(args: Vec<String>) -> i32 {
                     "drift-beyond-bound" => Control::DriftBeyondBound,
                     "no-deadline-check" => Control::NoDeadlineCheck,
                     "replica-clock-behind" => Control::ReplicaClockBehind,
+                    "owner-reuse" => Control::OwnerReuse,
                     other => panic!("unknown control {other}"),
                 }
             }
@@ -95,11 +99,13 @@ fn quorum(args: Vec<String>) -> i32 {
             drop_messages: true,
             wipe: true,
             restart: true,
+            swap: false,
         },
         control: QControl::None,
         skew_ms: SKEW_MS,
         eager: false,
         release_on_lost: false,
+        late_all: false,
     };
     let mut stop: Option<&'static str> = None;
     let mut args = args.into_iter();
@@ -119,6 +125,7 @@ fn quorum(args: Vec<String>) -> i32 {
                 setup.faults.drop_messages = has("drop");
                 setup.faults.wipe = has("wipe");
                 setup.faults.restart = has("restart");
+                setup.faults.swap = has("swap");
             }
             "--control" => {
                 setup.control = match value().as_str() {
@@ -126,11 +133,15 @@ fn quorum(args: Vec<String>) -> i32 {
                     "grace-zero" => QControl::GraceZero,
                     "no-unify" => QControl::NoUnify,
                     "minority" => QControl::Minority,
+                    "identity-ignored" => QControl::IdentityIgnored,
+                    "owner-reuse" => QControl::OwnerReuse,
+                    "reign-on-step-down-only" => QControl::ReignOnStepDownOnly,
                     other => panic!("unknown quorum control {other}"),
                 }
             }
             "--eager" => setup.eager = true,
             "--release-on-lost" => setup.release_on_lost = true,
+            "--late-all" => setup.late_all = true,
             "--stop" => {
                 stop = Some(match value().as_str() {
                     "acting" => "one acting elector",

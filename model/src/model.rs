@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use redis_lease_client::decide::{self, AcquireDecision, RenewDecision};
+use redis_lease_client::decide::{self, AcquireDecision, RenewDecision, StepDownReason};
 use redis_lease_client::{CommandError, ElectorConfig, ErrorKind, Replicated};
 use stateright::{Model, Property};
 use tokio::time::Instant;
@@ -16,6 +16,9 @@ use crate::lease::node::Node;
 use crate::lease::request::Request;
 use crate::lease::state::{Apply, Lease, Now};
 use crate::lease::LeaseError;
+
+/// The reachability property of the late-RELEASE window (see `properties`).
+pub const LATE_RELEASE_WINDOW: &str = "a campaign's ACQUIRE is served before an abandoned RELEASE";
 
 /// Lease TTL the electors ask for, ms (= ticks at nominal rate). Small on purpose: every
 /// tick of TTL multiplies the interleavings.
@@ -57,6 +60,11 @@ pub enum Control {
     NoDeadlineCheck,
     /// The replica's wall clock is behind by more than the grace period.
     ReplicaClockBehind,
+    /// The behaviour before R17 (docs/client-protocol.md): the elector sends the same owner
+    /// in every reign of its process, so a new campaign refreshes a lease an earlier reign
+    /// still holds (same token), and an abandoned `LEASE.RELEASE` of that earlier reign,
+    /// executing late, frees the new one (issue 23).
+    OwnerReuse,
 }
 
 /// Which faults the checker may inject, and how many in one run.
@@ -175,8 +183,94 @@ impl LeaseModel {
         }
     }
 
-    fn owner(i: usize, incarnation: u8) -> Vec<u8> {
-        format!("e{i}.{incarnation}").into_bytes()
+    /// The owner a request carries on the wire: the process's base (`e{i}.{incarnation}`,
+    /// unique per incarnation as `default_owner` is) and the reign it was sent in (R17).
+    fn owner(i: usize, who: Who) -> Vec<u8> {
+        reign_owner(&format!("e{i}.{}", who.incarnation), u64::from(who.reign))
+    }
+
+    /// The reign counter after a step-down (R17): advanced, except in the owner-reuse control,
+    /// which keeps the pre-R17 behaviour of one owner for the whole process.
+    fn after_step_down(&self, reign: u8) -> u8 {
+        if self.setup.control == Control::OwnerReuse {
+            reign
+        } else {
+            next_reign(reign)
+        }
+    }
+
+    /// The loop's step-down (docs/client-protocol.md §6): the task is stopped (the model
+    /// counts an elector that left the leader state as stopped: the loop waits for its task,
+    /// bounded by the deadline, before anything else), then `LEASE.RELEASE` if the reason
+    /// asks for one (R13), on the reign's own owner; the elector waits for its reply (or its
+    /// op timeout) and then campaigns again. The reign counter advances whatever the reason
+    /// (R17), so the next campaign's owner differs from the one the RELEASE names.
+    fn step_down(&self, st: &mut State, i: usize, reason: StepDownReason) {
+        let now = self.elector_ns(i, st.t);
+        let e = &mut st.electors[i];
+        let Role::Leader { token, .. } = e.role else {
+            return;
+        };
+        // The RENEW in flight, if any, is abandoned: it may still execute.
+        e.abandon();
+        let who = e.who();
+        e.reign = self.after_step_down(e.reign);
+        e.role = Role::Follower { next_try_ns: now };
+        if reason.release_after() {
+            e.pending = Some(Pending {
+                kind: Kind::Release,
+                sent_ns: now,
+            });
+            e.net = Some(Msg::Req(Req::Release { who, token }));
+        }
+    }
+
+    /// Server `p` (the primary) executes request `r` of elector `i`; `None` if it is down
+    /// (the request is lost, its sender times out).
+    fn execute(&self, st: &mut State, i: usize, r: Req) -> Option<Outcome> {
+        let p = st.primary;
+        if !st.servers[p].up {
+            return None;
+        }
+        let owner = Self::owner(i, r.who());
+        let ttl_ms = TTL_MS;
+        let req = match r {
+            Req::Renew { token, .. } => Request::Renew {
+                owner: &owner,
+                token,
+                ttl_ms,
+            },
+            Req::Release { token, .. } => Request::Release {
+                owner: &owner,
+                token,
+            },
+            Req::Acquire { .. } => Request::Acquire {
+                owner: &owner,
+                ttl_ms,
+                block: None,
+            },
+        };
+        let call = Call {
+            can_block: false,
+            from_primary_or_loading: false,
+            replicated: false,
+            replicas_ok: true,
+        };
+        let reply = self.serve(st, p, &req, call);
+        // Bounded lag: the replica may miss the last REPL_LAG effect(s), not more (older ones
+        // have reached it).
+        while st.repl.len() > REPL_LAG {
+            let a = st.repl.remove(0);
+            self.replicate(st, 1 - p, &a);
+        }
+        Some(match (reply, r) {
+            (Reply::Int(t), Req::Acquire { .. }) => Outcome::Acquire(Some(t as u64)),
+            (Reply::Null, _) => Outcome::Acquire(None),
+            (Reply::Int(_), Req::Release { .. }) => Outcome::Released,
+            (Reply::Int(v), _) => Outcome::Renew(v == 1),
+            (Reply::Error(LeaseError::Grace { ms_left }), _) => Outcome::Grace(ms_left),
+            (r, _) => panic!("unexpected reply {r:?}"),
+        })
     }
 
     /// Is elector `i` acting at the state's instant: inside its local deadline, or writing to
@@ -271,6 +365,7 @@ impl LeaseModel {
         let sent_at = self.instant(sent_ns);
         let next_tick_ns = self.elector_ns(i, st.t + POLL_TICKS);
         let e = &mut st.electors[i];
+        let mut step_down = None;
         match (pending.kind, &e.role) {
             (Kind::Acquire, Role::Follower { .. }) => {
                 let r = match result {
@@ -278,7 +373,7 @@ impl LeaseModel {
                         value: r,
                         acked: None,
                     }),
-                    Outcome::Renew(_) => return,
+                    Outcome::Renew(_) | Outcome::Released => return,
                     ref other => Err(other.error().expect("an error outcome")),
                 };
                 e.role = match decide::on_acquire(&self.cfg, sent_at, now, &r) {
@@ -315,7 +410,7 @@ impl LeaseModel {
                         value: v,
                         acked: None,
                     }),
-                    Outcome::Acquire(_) => return,
+                    Outcome::Acquire(_) | Outcome::Released => return,
                     ref other => Err(other.error().expect("an error outcome")),
                 };
                 let deadline = self.instant(*deadline_ns);
@@ -334,11 +429,7 @@ impl LeaseModel {
                             *next_renew_ns = self.ns(next_renew);
                         }
                     }
-                    RenewDecision::StepDown(_) => {
-                        e.role = Role::Follower {
-                            next_try_ns: now_ns,
-                        }
-                    }
+                    RenewDecision::StepDown(reason) => step_down = Some(reason),
                     RenewDecision::Retry { at, .. } => {
                         if let Role::Leader { next_renew_ns, .. } = &mut e.role {
                             *next_renew_ns = self.ns(at);
@@ -346,9 +437,43 @@ impl LeaseModel {
                     }
                 }
             }
+            // The release's reply (or its timeout) says nothing the loop uses: campaign again.
+            (Kind::Release, Role::Follower { .. }) => {
+                e.role = Role::Follower {
+                    next_try_ns: now_ns,
+                };
+            }
             // A reply to something the elector no longer waits for (it stepped down
             // meanwhile): dropped, as the loop drops it.
             _ => {}
+        }
+        if let Some(reason) = step_down {
+            self.step_down(st, i, reason);
+        }
+    }
+
+    /// Forgets abandoned requests that can no longer do anything, so that states that differ
+    /// only in them are one state. A RENEW or RELEASE names a token, and the engine only
+    /// matches a lease holding exactly that token; the primary's key keeps its last token
+    /// while free, and its tokens only rise (a grant issues one above the last, a renewal
+    /// keeps it). So once the primary's last token is above T, no lease on it will ever hold
+    /// T again, and executing a late RENEW/RELEASE of T answers 0 and changes nothing (except
+    /// expiring a lapsed lease early, which the expiry timer does anyway and no property
+    /// observes: §2 "Timers"). Failover and restart clear the late requests, so "the primary"
+    /// is the one they were sent to.
+    fn prune_late(&self, st: &mut State) {
+        let Some(last) = st.servers[st.primary]
+            .lease
+            .as_ref()
+            .map(|l| l.last_token())
+        else {
+            return;
+        };
+        for e in &mut st.electors {
+            e.late.retain(|r| match r {
+                Req::Renew { token, .. } | Req::Release { token, .. } => *token >= last,
+                Req::Acquire { .. } => true,
+            });
         }
     }
 
@@ -383,6 +508,8 @@ enum Outcome {
     Renew(bool),
     /// `ErrorKind` is not `Hash`; the two kinds the model produces.
     Grace(u64),
+    /// `LEASE.RELEASE`'s reply (1 or 0: the loop does nothing with it).
+    Released,
     Timeout,
 }
 
@@ -401,6 +528,7 @@ impl Outcome {
 enum Kind {
     Acquire,
     Renew,
+    Release,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -425,12 +553,34 @@ enum Role {
     },
 }
 
-/// The one message an elector has on the wire: its request, or the server's reply. A new
-/// request replaces a message still in flight (the old one is then as good as lost).
+/// Which owner a request was sent as: the process incarnation and the reign (R17).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Who {
+    incarnation: u8,
+    reign: u8,
+}
+
+/// A request as sent, with the owner it names (fixed at send time: a request that executes
+/// late still names the reign that sent it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Req {
+    Acquire { who: Who },
+    Renew { who: Who, token: u64 },
+    Release { who: Who, token: u64 },
+}
+
+impl Req {
+    fn who(self) -> Who {
+        match self {
+            Req::Acquire { who } | Req::Renew { who, .. } | Req::Release { who, .. } => who,
+        }
+    }
+}
+
+/// What the elector's live connection carries: the request it waits for, or its reply.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Msg {
-    Acquire,
-    Renew { token: u64 },
+    Req(Req),
     Reply(Outcome),
 }
 
@@ -438,8 +588,55 @@ enum Msg {
 struct ElectorState {
     role: Role,
     pending: Option<Pending>,
+    /// The request the elector waits for, or its reply.
     net: Option<Msg>,
+    /// Requests the elector gave up on (timed out, or in flight when it stepped down or
+    /// crashed) that the server has not executed yet. Each may still execute at any later
+    /// instant (its bytes are in the kernel: TCP delivers them even after the connection was
+    /// closed) or never; its reply goes nowhere. Sorted: the order they were abandoned in
+    /// does not constrain the order they execute in (each port closes the connection on a
+    /// timeout, so each was the last request of its own connection — any order between
+    /// them, and with later requests, is possible; one connection's FIFO order is one of
+    /// the interleavings explored).
+    late: Vec<Req>,
     incarnation: u8,
+    /// R17's reign counter: starts at 1, advanced after every step-down.
+    reign: u8,
+}
+
+impl ElectorState {
+    fn who(&self) -> Who {
+        Who {
+            incarnation: self.incarnation,
+            reign: self.reign,
+        }
+    }
+
+    /// Gives up on the live request: not yet executed, it joins the late ones; a reply in
+    /// flight is dropped.
+    fn abandon(&mut self) {
+        if let Some(Msg::Req(r)) = self.net.take() {
+            let at = self.late.partition_point(|x| *x < r);
+            self.late.insert(at, r);
+        }
+    }
+}
+
+/// R17: the owner sent on the wire in reign `reign` is `base#reign`
+/// (conformance/vectors/reign_owner.json).
+// TODO(late23): once `redis_lease_client::decide::reign_owner` is on main, call it here
+// (and `decide::next_reign` in `next_reign` below) so that the model runs the client's own
+// rule, as it runs `on_acquire`; this local copy follows the vectors' rule for the model's
+// short bases and small counters.
+fn reign_owner(base: &str, reign: u64) -> Vec<u8> {
+    format!("{base}#{reign}").into_bytes()
+}
+
+/// R17: the reign counter after a step-down (conformance/vectors/next_reign.json; the
+/// model only calls it at a step-down: every other event keeps the counter).
+// TODO(late23): `redis_lease_client::decide::next_reign`.
+fn next_reign(reign: u8) -> u8 {
+    reign + 1
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -510,6 +707,8 @@ pub enum Action {
     SendAcquire(usize),
     SendRenew(usize),
     Deliver(usize),
+    /// Elector i's abandoned request `late[k]` executes (its reply goes nowhere).
+    DeliverLate(usize, usize),
     Timeout(usize),
     StopCheck(usize),
     Write(usize),
@@ -548,7 +747,9 @@ impl Model for LeaseModel {
                     role: Role::Follower { next_try_ns: 0 },
                     pending: None,
                     net: None,
+                    late: vec![],
                     incarnation: 0,
+                    reign: 1,
                 })
                 .collect(),
             servers: [server.clone(), server],
@@ -608,6 +809,12 @@ impl Model for LeaseModel {
                     out.push(Action::Drop(i));
                 }
             }
+            for k in 0..e.late.len() {
+                // Equal requests lead to equal states: one action for each.
+                if k == 0 || e.late[k] != e.late[k - 1] {
+                    out.push(Action::DeliverLate(i, k));
+                }
+            }
             if fault && f.crash_electors {
                 out.push(Action::CrashElector(i));
             }
@@ -632,76 +839,40 @@ impl Model for LeaseModel {
             Action::SendAcquire(i) | Action::SendRenew(i) => {
                 let now = self.elector_ns(i, st.t);
                 let e = &mut st.electors[i];
-                let (kind, msg) = match (&action, &e.role) {
+                let who = e.who();
+                let (kind, req) = match (&action, &e.role) {
                     (Action::SendRenew(_), Role::Leader { token, .. }) => {
-                        (Kind::Renew, Msg::Renew { token: *token })
+                        (Kind::Renew, Req::Renew { who, token: *token })
                     }
-                    _ => (Kind::Acquire, Msg::Acquire),
+                    _ => (Kind::Acquire, Req::Acquire { who }),
                 };
+                // Nothing is on the live connection: a request it gave up on was abandoned.
+                debug_assert!(e.net.is_none());
                 e.pending = Some(Pending { kind, sent_ns: now });
-                e.net = Some(msg);
+                e.net = Some(Msg::Req(req));
             }
             Action::Deliver(i) => {
                 let msg = st.electors[i].net.take()?;
                 match msg {
                     Msg::Reply(r) => self.elector_step(&mut st, i, r),
-                    Msg::Acquire | Msg::Renew { .. } => {
-                        let p = st.primary;
-                        if !st.servers[p].up {
-                            return Some(st); // lost: the elector times out
+                    Msg::Req(r) => {
+                        // Lost if the primary is down: the elector times out.
+                        if let Some(outcome) = self.execute(&mut st, i, r) {
+                            st.electors[i].net = Some(Msg::Reply(outcome));
                         }
-                        let owner = Self::owner(i, st.electors[i].incarnation);
-                        let ttl_ms = TTL_MS;
-                        let req = match msg {
-                            Msg::Renew { token } => Request::Renew {
-                                owner: &owner,
-                                token,
-                                ttl_ms,
-                            },
-                            _ => Request::Acquire {
-                                owner: &owner,
-                                ttl_ms,
-                                block: None,
-                            },
-                        };
-                        let call = Call {
-                            can_block: false,
-                            from_primary_or_loading: false,
-                            replicated: false,
-                            replicas_ok: true,
-                        };
-                        let reply = self.serve(&mut st, p, &req, call);
-                        // Bounded lag: the replica may miss the last REPL_LAG effect(s), not
-                        // more (older ones have reached it).
-                        while st.repl.len() > REPL_LAG {
-                            let a = st.repl.remove(0);
-                            self.replicate(&mut st, 1 - p, &a);
-                        }
-                        let outcome = match (reply, &req) {
-                            (Reply::Int(t), Request::Acquire { .. }) => {
-                                Outcome::Acquire(Some(t as u64))
-                            }
-                            (Reply::Null, _) => Outcome::Acquire(None),
-                            (Reply::Int(v), _) => Outcome::Renew(v == 1),
-                            (Reply::Error(LeaseError::Grace { ms_left }), _) => {
-                                Outcome::Grace(ms_left)
-                            }
-                            (r, _) => panic!("unexpected reply {r:?}"),
-                        };
-                        st.electors[i].net = Some(Msg::Reply(outcome));
                     }
                 }
             }
+            Action::DeliverLate(i, k) => {
+                let r = st.electors[i].late.remove(k);
+                self.execute(&mut st, i, r);
+            }
             Action::Timeout(i) => {
-                st.electors[i].net = None;
+                st.electors[i].abandon();
                 self.elector_step(&mut st, i, Outcome::Timeout);
             }
-            Action::StopCheck(i) => {
-                let now = self.elector_ns(i, st.t);
-                let e = &mut st.electors[i];
-                e.role = Role::Follower { next_try_ns: now };
-                e.pending = None;
-            }
+            // The loop's stop point (R3): reason `deadline`, which releases (R13).
+            Action::StopCheck(i) => self.step_down(&mut st, i, StepDownReason::DeadlinePassed),
             Action::Write(i) => {
                 st.writing |= 1 << i;
                 let e = &mut st.electors[i];
@@ -730,12 +901,17 @@ impl Model for LeaseModel {
                 st.faults_used += 1;
                 let now = self.elector_ns(i, st.t);
                 let e = &mut st.electors[i];
-                // A new incarnation: a new owner id (default_owner is per process).
+                // A new incarnation: a new owner id (default_owner is per process), reign 1.
+                // What the dead process had written is still delivered (the kernel sends a
+                // closed socket's buffered bytes).
+                e.abandon();
                 *e = ElectorState {
                     role: Role::Follower { next_try_ns: now },
                     pending: None,
                     net: None,
+                    late: std::mem::take(&mut e.late),
                     incarnation: e.incarnation + 1,
+                    reign: 1,
                 };
             }
             Action::Failover(k) => {
@@ -753,6 +929,10 @@ impl Model for LeaseModel {
                 st.primary = new;
                 let now = self.server_now(new, st.t);
                 st.servers[new].node = st.servers[new].node.start_grace(now);
+                // Abandoned requests were sent to the dead primary: gone with it.
+                for e in &mut st.electors {
+                    e.late.clear();
+                }
             }
             Action::RestartPrimary => {
                 // Restart without persistence: empty dataset, a fresh process (token
@@ -771,8 +951,14 @@ impl Model for LeaseModel {
                 if st.replica_up {
                     st.servers[1 - p].lease = None;
                 }
+                // The old process's connections are reset: abandoned requests on them are
+                // never executed.
+                for e in &mut st.electors {
+                    e.late.clear();
+                }
             }
         }
+        self.prune_late(&mut st);
         Some(st)
     }
 
@@ -786,6 +972,17 @@ impl Model for LeaseModel {
             }),
             Property::always("tokens strictly increase", |_, st: &State| {
                 !st.token_regressed
+            }),
+            // Reachability (the check is not vacuous): issue 23's interleaving — an
+            // elector's new campaign has its ACQUIRE served while the RELEASE it abandoned
+            // at its last step-down has not executed yet (and may still) — is in the
+            // explored space, so "one acting elector" holding means the late RELEASE did no
+            // harm there.
+            Property::sometimes(LATE_RELEASE_WINDOW, |_, st: &State| {
+                st.electors.iter().any(|e| {
+                    matches!(e.net, Some(Msg::Reply(Outcome::Acquire(_))))
+                        && e.late.iter().any(|r| matches!(r, Req::Release { .. }))
+                })
             }),
         ];
         // Liveness only where it is promised: no faults, no pauses (eager scheduling).
@@ -824,8 +1021,15 @@ impl LeaseModel {
         let label = match a {
             Action::Deliver(i) => match &st.electors[*i].net {
                 Some(Msg::Reply(o)) => format!("e{i} gets {o:?}"),
-                Some(m) => format!("e{i}'s {m:?} served"),
+                Some(Msg::Req(r)) => format!("{} served", req_s(*i, *r)),
                 None => format!("{a:?}"),
+            },
+            Action::DeliverLate(i, k) => {
+                format!("LATE {} served", req_s(*i, st.electors[*i].late[*k]))
+            }
+            Action::Timeout(i) => match &st.electors[*i].net {
+                Some(Msg::Req(r)) => format!("e{i} gives up on {}", req_s(*i, *r)),
+                _ => format!("{a:?}"),
             },
             _ => format!("{a:?}"),
         };
@@ -843,7 +1047,15 @@ impl LeaseModel {
                     if self.acting(&next, i) { " ACTING" } else { "" }
                 ),
             };
-            parts.push(format!("e{i}.{}@{now:.2}ms {role}", e.incarnation));
+            let late = if e.late.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} late)", e.late.len())
+            };
+            parts.push(format!(
+                "e{i}.{}#{}@{now:.2}ms {role}{late}",
+                e.incarnation, e.reign
+            ));
         }
         let p = next.primary;
         let now = self.server_now(p, next.t);
@@ -868,6 +1080,17 @@ impl LeaseModel {
             next.repl.len(),
             tok(next.res_token)
         )
+    }
+}
+
+/// A request as printed in counterexamples: command and the owner it names.
+fn req_s(i: usize, r: Req) -> String {
+    let who = r.who();
+    let owner = format!("e{i}.{}#{}", who.incarnation, who.reign);
+    match r {
+        Req::Acquire { .. } => format!("ACQUIRE {owner}"),
+        Req::Renew { token, .. } => format!("RENEW {owner} {}", tok(token)),
+        Req::Release { token, .. } => format!("RELEASE {owner} {}", tok(token)),
     }
 }
 

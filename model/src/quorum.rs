@@ -64,6 +64,16 @@ pub enum QControl {
     NoUnify,
     /// Lead on a single grant (`QuorumControl::Minority`).
     Minority,
+    /// The elector ignores node identities: a node whose address now points at another
+    /// server counts like any other (the client before issue 32's identity rule).
+    IdentityIgnored,
+    /// The owner is the same in every reign (before R17): issue 23 in quorum mode.
+    OwnerReuse,
+    /// R17 as docs/client-protocol.md states it at dbb67fc: the reign advances after a
+    /// step-down only, so the round after an aborted campaign (whose partial grants the
+    /// transport released) names the same owner, refreshes a grant that a late RELEASE of
+    /// the aborted round then frees (found by this model, docs/model.md §8.4).
+    ReignOnStepDownOnly,
 }
 
 impl QControl {
@@ -71,7 +81,11 @@ impl QControl {
         match self {
             QControl::NoUnify => QuorumControl::NoUnify,
             QControl::Minority => QuorumControl::Minority,
-            QControl::None | QControl::GraceZero => QuorumControl::Correct,
+            QControl::None
+            | QControl::GraceZero
+            | QControl::IdentityIgnored
+            | QControl::OwnerReuse
+            | QControl::ReignOnStepDownOnly => QuorumControl::Correct,
         }
     }
 }
@@ -89,6 +103,10 @@ pub struct QFaults {
     /// A node is restarted with its data (RDB/AOF): leases reloaded with their absolute
     /// expiry, start grace.
     pub restart: bool,
+    /// A node's address is re-pointed at another, already-running server (a VIP, DNS name,
+    /// k8s Service or proxy moved to a spare up for longer than its grace, issue 32): empty
+    /// dataset, watermark 0, **no grace**, and a new identity.
+    pub swap: bool,
 }
 
 impl QFaults {
@@ -97,6 +115,7 @@ impl QFaults {
         drop_messages: false,
         wipe: false,
         restart: false,
+        swap: false,
     };
 }
 
@@ -116,6 +135,11 @@ pub struct QSetup {
     /// them to expire like any `RenewRejected` step-down (false). The model found that the
     /// first breaks mutual exclusion (docs/model.md §8.2).
     pub release_on_lost: bool,
+    /// Which abandoned requests may still execute later: every one (true), or only the
+    /// RELEASEs (false; an abandoned ACQUIRE, RAISE or RENEW is then dropped, as before
+    /// issue 23). Every abandoned request executing late multiplies the states about ×9 at
+    /// horizon 2; docs/model.md §8 gives the argument why the others are not the danger.
+    pub late_all: bool,
 }
 
 pub struct QuorumModel {
@@ -137,20 +161,47 @@ enum Ans {
     No,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// A request as sent to one node, with the reign whose owner it names (R17: fixed at send
+/// time, so a request that executes late still names the reign that sent it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Msg {
-    Acquire,
+    Acquire {
+        reign: u8,
+    },
     Raise {
+        reign: u8,
         from: u64,
         to: u64,
     },
     Renew {
+        reign: u8,
         token: u64,
     },
     /// Fire and forget (the transport releases best effort; its reply decides nothing).
     Release {
+        reign: u8,
         token: u64,
     },
+}
+
+impl Msg {
+    fn reign(self) -> u8 {
+        match self {
+            Msg::Acquire { reign }
+            | Msg::Raise { reign, .. }
+            | Msg::Renew { reign, .. }
+            | Msg::Release { reign, .. } => reign,
+        }
+    }
+
+    /// The token the engine must find on the node for this request to match anything.
+    fn names_token(self) -> Option<u64> {
+        match self {
+            Msg::Acquire { .. } => None,
+            Msg::Raise { from, .. } => Some(from),
+            Msg::Renew { token, .. } | Msg::Release { token, .. } => Some(token),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -196,12 +247,40 @@ struct QElector {
     round: Option<Round>,
     /// One request per node on the wire (its reply arrives with its execution).
     net: [Option<Msg>; NODES],
+    /// Requests this elector gave up on (its step ended, a new round or a release replaced
+    /// them, it stepped down) that their node has not executed yet, as `(node, request)`,
+    /// sorted: each may still execute at any later step, in any order, or never; the reply
+    /// goes nowhere (docs/model.md §2, §8).
+    late: Vec<(u8, Msg)>,
+    /// R17's reign counter: starts at 1, advanced after every step-down (constant under
+    /// the owner-reuse control).
+    reign: u8,
+    /// The identity of the server each node address led to when this elector last heard
+    /// from it (all start with the servers of tick 0, met at start).
+    seen: [u8; NODES],
+    /// Until when (elector clock, ns) node n counts toward nothing because its identity
+    /// changed (0: not quarantined).
+    quarantine_ns: [u64; NODES],
+}
+
+impl QElector {
+    /// Gives up on the request on the wire to node n, if any: it joins the late ones.
+    fn abandon(&mut self, n: usize) {
+        if let Some(m) = self.net[n].take() {
+            let x = (n as u8, m);
+            let at = self.late.partition_point(|y| *y < x);
+            self.late.insert(at, x);
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct QNode {
     node: Node,
     lease: Option<Lease>,
+    /// Which server this node address points at. A restart (with or without data) keeps
+    /// it: the model's identity is the server, not the process; a swap changes it.
+    ident: u8,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -242,10 +321,16 @@ pub enum QAction {
     Drop(usize, usize),
     Wipe(usize),
     Restart(usize),
+    /// Node n's address now points at another, long-running empty server (a fault).
+    Swap(usize),
+    /// Elector i's abandoned request `late[k]` executes on its node (the reply goes nowhere).
+    DeliverLate(usize, usize),
 }
 
-fn owner(i: usize) -> Vec<u8> {
-    format!("e{i}").into_bytes()
+/// Elector i's owner in reign `reign` (R17's `base#reign`, base `e{i}`).
+// TODO(late23): `redis_lease_client::decide::reign_owner`, as in model.rs.
+fn owner(i: usize, reign: u8) -> Vec<u8> {
+    format!("e{i}#{reign}").into_bytes()
 }
 
 impl QuorumModel {
@@ -273,6 +358,39 @@ impl QuorumModel {
             server_cfg,
             base: Instant::now(),
         }
+    }
+
+    /// Issue 32's identity rule: how long a node whose identity changed counts toward no
+    /// grant, on the elector's clock. At least one max TTL of the *server's* clock (every
+    /// lease the previous server held for someone else ends within that), and a server
+    /// duration `d` lasts at most `d / (1 - drift)` on an elector clock within the drift
+    /// bound. (The model's max TTL is the TTL every elector asks for.)
+    // TODO(issue 32): client/src/quorum.rs must implement this rule (remember each node's
+    // identity, quarantine a changed one); the model then calls its decision function
+    // instead of this local copy.
+    fn quarantine(&self) -> u64 {
+        Duration::from_millis(TTL_MS)
+            .div_f64(1.0 - self.cfg.drift)
+            .as_nanos() as u64
+    }
+
+    /// Elector i hears from node n (a reply arrived): checks the server's identity against
+    /// the one it remembers and starts a quarantine on a change. Returns the quarantine's
+    /// remaining ms if node n counts toward nothing now. Under the identity-ignored control
+    /// it never does.
+    fn hear_from(&self, st: &mut QState, i: usize, n: usize) -> Option<u64> {
+        if self.setup.control == QControl::IdentityIgnored {
+            return None;
+        }
+        let now = self.elector_ns(i, st.t);
+        let ident = st.nodes[n].ident;
+        let e = &mut st.electors[i];
+        if e.seen[n] != ident {
+            e.seen[n] = ident;
+            e.quarantine_ns[n] = now + self.quarantine();
+        }
+        let until = e.quarantine_ns[n];
+        (now < until).then(|| (until - now).div_ceil(1_000_000))
     }
 
     /// `QuorumTransport::step_timeout`: each step waits at most half the op timeout, so the
@@ -329,25 +447,25 @@ impl QuorumModel {
     /// Node `n` executes one request through the engine; returns its answer.
     fn serve(&self, st: &mut QState, n: usize, i: usize, msg: Msg) -> Option<Ans> {
         let now = self.node_now(n, st.t);
-        let who = owner(i);
+        let who = owner(i, msg.reign());
         let ttl_ms = TTL_MS;
         let req = match msg {
-            Msg::Acquire => Request::Acquire {
+            Msg::Acquire { .. } => Request::Acquire {
                 owner: &who,
                 ttl_ms,
                 block: None,
             },
-            Msg::Raise { from, to } => Request::Raise {
+            Msg::Raise { from, to, .. } => Request::Raise {
                 owner: &who,
                 token: from,
                 new_token: to,
             },
-            Msg::Renew { token } => Request::Renew {
+            Msg::Renew { token, .. } => Request::Renew {
                 owner: &who,
                 token,
                 ttl_ms,
             },
-            Msg::Release { token } => Request::Release { owner: &who, token },
+            Msg::Release { token, .. } => Request::Release { owner: &who, token },
         };
         let call = Call {
             can_block: false,
@@ -367,8 +485,8 @@ impl QuorumModel {
             }
         }
         let ans = match (out.reply, msg) {
-            (Reply::Int(t), Msg::Acquire) => Ans::Granted(t as u64),
-            (Reply::Null, Msg::Acquire) => Ans::Busy,
+            (Reply::Int(t), Msg::Acquire { .. }) => Ans::Granted(t as u64),
+            (Reply::Null, Msg::Acquire { .. }) => Ans::Busy,
             (Reply::Error(LeaseError::Grace { ms_left }), _) => Ans::Grace(ms_left),
             (Reply::Int(1), _) => Ans::Yes,
             (Reply::Int(0), _) => Ans::No,
@@ -430,10 +548,60 @@ impl QuorumModel {
             .collect()
     }
 
-    /// Sends `LEASE.RELEASE` for `(node, token)` pairs, fire and forget.
+    /// Sends `LEASE.RELEASE` for `(node, token)` pairs, fire and forget, as the current
+    /// reign's owner. A request still on the wire to that node is abandoned, not lost.
     fn release(st: &mut QState, i: usize, pairs: &[(usize, u64)]) {
+        let e = &mut st.electors[i];
         for &(n, token) in pairs {
-            st.electors[i].net[n] = Some(Msg::Release { token });
+            e.abandon(n);
+            e.net[n] = Some(Msg::Release {
+                reign: e.reign,
+                token,
+            });
+        }
+    }
+
+    /// The reign counter after a step-down (R17), or unchanged under the owner-reuse control.
+    fn after_step_down(&self, reign: u8) -> u8 {
+        if self.setup.control == QControl::OwnerReuse {
+            reign
+        } else {
+            reign + 1 // TODO(late23): `decide::next_reign`
+        }
+    }
+
+    /// The counter after a campaign round that released partial grants. Why advance it: a
+    /// RELEASE may execute late, after the next round refreshed the grant it names (same
+    /// owner, same token), and would free a node of the new reign. With a new owner the next
+    /// round cannot refresh what this one released, so a RELEASE is the last request ever
+    /// sent under its owner. Nothing needs the old owner: the released grants are not to be
+    /// confirmed (R7/R16 re-ask only grants the round kept). Not in R17 as written (control
+    /// `ReignOnStepDownOnly`); client/src/quorum.rs and the other quorum ports must do it.
+    fn after_released_round(&self, reign: u8) -> u8 {
+        match self.setup.control {
+            QControl::OwnerReuse | QControl::ReignOnStepDownOnly => reign,
+            _ => reign + 1,
+        }
+    }
+
+    /// Forgets late requests that can no longer match anything (as `model.rs`'s
+    /// `prune_late`): a RAISE, RENEW or RELEASE names a token, a node's tokens only rise
+    /// (grant above the last, renew keeps, raise to the maximum, a free key keeps its last
+    /// token), and a wipe, restart or swap drops the late requests to that node. So one
+    /// naming a token below the node's last token will only ever answer 0.
+    /// Without `late_all`, only abandoned RELEASEs are kept.
+    fn prune_late(&self, st: &mut QState) {
+        let last: [Option<u64>; NODES] =
+            std::array::from_fn(|n| st.nodes[n].lease.as_ref().map(|l| l.last_token()));
+        let all = self.setup.late_all;
+        for e in &mut st.electors {
+            e.late.retain(|(n, m)| {
+                (all || matches!(m, Msg::Release { .. }))
+                    && match (m.names_token(), last[usize::from(*n)]) {
+                        (Some(t), Some(l)) => t >= l,
+                        _ => true,
+                    }
+            });
         }
     }
 
@@ -443,10 +611,10 @@ impl QuorumModel {
         let Some(r) = st.electors[i].round else {
             return;
         };
-        // What is still on the wire for this step is abandoned (see docs/model.md §8).
-        for m in st.electors[i].net.iter_mut() {
-            if !matches!(m, Some(Msg::Release { .. })) {
-                *m = None;
+        // What is still on the wire for this step is abandoned: it may still execute.
+        for n in 0..NODES {
+            if !matches!(st.electors[i].net[n], Some(Msg::Release { .. })) {
+                st.electors[i].abandon(n);
             }
         }
         let now = self.elector_ns(i, st.t);
@@ -458,7 +626,10 @@ impl QuorumModel {
                     for n in nodes {
                         if let Some(Ans::Granted(t)) = r.replies[n] {
                             granted[n] = Some(t);
-                            st.electors[i].net[n] = Some(Msg::Raise {
+                            let e = &mut st.electors[i];
+                            e.abandon(n);
+                            e.net[n] = Some(Msg::Raise {
+                                reign: e.reign,
                                 from: t,
                                 to: target,
                             });
@@ -478,6 +649,9 @@ impl QuorumModel {
                 }
                 AfterAcquire::Abort { release, outcome } => {
                     Self::release(st, i, &release);
+                    if !release.is_empty() {
+                        st.electors[i].reign = self.after_released_round(st.electors[i].reign);
+                    }
                     let res = match outcome {
                         NotLeading::NotGranted => Ok(None),
                         NotLeading::Error(kind) => Err(kind),
@@ -508,6 +682,9 @@ impl QuorumModel {
                         })
                         .collect();
                     Self::release(st, i, &pairs);
+                    if !pairs.is_empty() {
+                        st.electors[i].reign = self.after_released_round(st.electors[i].reign);
+                    }
                     self.finish_acquire(st, i, Ok(None), [None; NODES], 0);
                 }
             }
@@ -646,6 +823,8 @@ impl QuorumModel {
                         (0..NODES).map(|n| (n, held[n].unwrap_or(token))).collect();
                     Self::release(st, i, &pairs);
                 }
+                // R17: the next campaign names another owner than anything this reign sent.
+                st.electors[i].reign = self.after_step_down(st.electors[i].reign);
             }
             RenewDecision::Retry { at, .. } => {
                 if let Role::Leader { next_renew_ns, .. } = &mut st.electors[i].role {
@@ -702,6 +881,7 @@ impl Model for QuorumModel {
                 grace_started_mono_us: 0,
             },
             lease: None,
+            ident: 0,
         };
         vec![QState {
             t: 0,
@@ -710,6 +890,10 @@ impl Model for QuorumModel {
                     role: Role::Follower { next_try_ns: 0 },
                     round: None,
                     net: [None; NODES],
+                    late: vec![],
+                    reign: 1,
+                    seen: [0; NODES],
+                    quarantine_ns: [0; NODES],
                 })
                 .collect(),
             nodes: [n.clone(), n.clone(), n],
@@ -754,6 +938,12 @@ impl Model for QuorumModel {
                     out.push(QAction::Write(i));
                 }
             }
+            for k in 0..e.late.len() {
+                // Equal requests lead to equal states: one action for each.
+                if k == 0 || e.late[k] != e.late[k - 1] {
+                    out.push(QAction::DeliverLate(i, k));
+                }
+            }
             for n in 0..NODES {
                 let Some(m) = e.net[n] else { continue };
                 let picks = if matches!(m, Msg::Release { .. }) {
@@ -779,6 +969,9 @@ impl Model for QuorumModel {
             if fault && f.restart {
                 out.push(QAction::Restart(n));
             }
+            if fault && f.swap {
+                out.push(QAction::Swap(n));
+            }
         }
     }
 
@@ -788,23 +981,38 @@ impl Model for QuorumModel {
             QAction::Tick => {
                 st.t += 1;
                 st.writing = 0;
+                // A quarantine that ended is no quarantine: one state, not one per end time.
+                for i in 0..st.electors.len() {
+                    let now = self.elector_ns(i, st.t);
+                    for q in st.electors[i].quarantine_ns.iter_mut() {
+                        if *q <= now {
+                            *q = 0;
+                        }
+                    }
+                }
             }
             QAction::SendAcquire(i) | QAction::SendRenew(i) => {
                 let now = self.elector_ns(i, st.t);
                 let e = &mut st.electors[i];
                 // Why one instant for the round: the deadline counts from before the first
                 // send of the round (the loop takes it before calling the transport).
+                let reign = e.reign;
                 let (step, msgs) = match (&action, e.role) {
                     (QAction::SendRenew(_), Role::Leader { token, held, .. }) => (
                         Step::Renew,
                         held.map(|h| {
                             Some(Msg::Renew {
+                                reign,
                                 token: h.unwrap_or(token),
                             })
                         }),
                     ),
-                    _ => (Step::Acquire, [Some(Msg::Acquire); NODES]),
+                    _ => (Step::Acquire, [Some(Msg::Acquire { reign }); NODES]),
                 };
+                // A release still on the wire is not lost: it may execute later.
+                for n in 0..NODES {
+                    e.abandon(n);
+                }
                 e.net = msgs;
                 e.round = Some(Round {
                     sent_ns: now,
@@ -818,10 +1026,18 @@ impl Model for QuorumModel {
                 // never (LoseReply). A reply that travels longer is the elector learning
                 // later, which only shortens what it can do with the round (docs/model.md §8).
                 let msg = st.electors[i].net[n].take()?;
-                let ans = self.serve(&mut st, n, i, msg);
+                let mut ans = self.serve(&mut st, n, i, msg);
                 if let QAction::LoseReply(..) = action {
                     st.faults_used += 1;
-                } else if let Some(a) = ans {
+                    ans = None;
+                } else if let Some(ms) = self.hear_from(&mut st, i, n) {
+                    // Issue 32: a node whose identity changed counts toward no grant (nor
+                    // renewal, nor raise) until its quarantine ends, as a node in grace.
+                    if ans.is_some() {
+                        ans = Some(Ans::Grace(ms));
+                    }
+                }
+                if let Some(a) = ans {
                     if let Some(r) = st.electors[i].round.as_mut() {
                         r.replies[n] = Some(a);
                         if self.step_done(r) {
@@ -831,6 +1047,10 @@ impl Model for QuorumModel {
                 }
             }
             QAction::StepTimeout(i, pick) => self.end_step(&mut st, i, pick),
+            QAction::DeliverLate(i, k) => {
+                let (n, m) = st.electors[i].late.remove(k);
+                self.serve(&mut st, usize::from(n), i, m);
+            }
             QAction::StopCheck(i) => {
                 // The task is stopped at the stop point; then the loop releases on every
                 // node (reason DeadlinePassed releases).
@@ -841,12 +1061,16 @@ impl Model for QuorumModel {
                 let e = &mut st.electors[i];
                 e.role = Role::Follower { next_try_ns: now };
                 e.round = None;
-                e.net = [None; NODES];
+                for n in 0..NODES {
+                    e.abandon(n);
+                }
                 if StepDownReason::DeadlinePassed.release_after() {
                     let pairs: Vec<(usize, u64)> =
                         (0..NODES).map(|n| (n, held[n].unwrap_or(token))).collect();
                     Self::release(&mut st, i, &pairs);
                 }
+                // R17: the next campaign names another owner than anything this reign sent.
+                st.electors[i].reign = self.after_step_down(st.electors[i].reign);
             }
             QAction::Write(i) => {
                 st.writing |= 1 << i;
@@ -877,6 +1101,11 @@ impl Model for QuorumModel {
                 st.electors[i].net[n] = None;
             }
             QAction::Wipe(n) => {
+                // The connections to the old process (or server) are gone, and with them
+                // the abandoned requests still on them.
+                for e in &mut st.electors {
+                    e.late.retain(|(m, _)| usize::from(*m) != n);
+                }
                 st.faults_used += 1;
                 let now = self.node_now(n, st.t);
                 st.nodes[n] = QNode {
@@ -887,9 +1116,34 @@ impl Model for QuorumModel {
                     }
                     .start_grace(now),
                     lease: None,
+                    ident: st.nodes[n].ident,
+                };
+            }
+            QAction::Swap(n) => {
+                // The connections to the old process (or server) are gone, and with them
+                // the abandoned requests still on them.
+                for e in &mut st.electors {
+                    e.late.retain(|(m, _)| usize::from(*m) != n);
+                }
+                // The address now leads to a spare that has been up for longer than its
+                // grace: no lease, watermark 0, grace over, another identity.
+                st.faults_used += 1;
+                st.nodes[n] = QNode {
+                    node: Node {
+                        config: self.server_cfg,
+                        token_watermark: 0,
+                        grace_started_mono_us: 0,
+                    },
+                    lease: None,
+                    ident: st.nodes[n].ident + 1,
                 };
             }
             QAction::Restart(n) => {
+                // The connections to the old process (or server) are gone, and with them
+                // the abandoned requests still on them.
+                for e in &mut st.electors {
+                    e.late.retain(|(m, _)| usize::from(*m) != n);
+                }
                 // Saved at shutdown, loaded by the new process: the absolute expiry survives,
                 // the watermark is the loaded token, and the start grace begins.
                 st.faults_used += 1;
@@ -906,9 +1160,11 @@ impl Model for QuorumModel {
                     }
                     .start_grace(now),
                     lease,
+                    ident: st.nodes[n].ident,
                 };
             }
         }
+        self.prune_late(&mut st);
         Some(st)
     }
 
@@ -944,10 +1200,10 @@ impl Model for QuorumModel {
 
 fn msg_s(m: Msg) -> String {
     match m {
-        Msg::Acquire => "ACQUIRE".into(),
-        Msg::Raise { from, to } => format!("RAISE {} {}", tok(from), tok(to)),
-        Msg::Renew { token } => format!("RENEW {}", tok(token)),
-        Msg::Release { token } => format!("RELEASE {}", tok(token)),
+        Msg::Acquire { reign } => format!("ACQUIRE #{reign}"),
+        Msg::Raise { reign, from, to } => format!("RAISE #{reign} {} {}", tok(from), tok(to)),
+        Msg::Renew { reign, token } => format!("RENEW #{reign} {}", tok(token)),
+        Msg::Release { reign, token } => format!("RELEASE #{reign} {}", tok(token)),
     }
 }
 
@@ -972,8 +1228,8 @@ impl Explain for QuorumModel {
     fn summary(&self) -> String {
         let s = &self.setup;
         format!(
-            "quorum nodes={NODES} electors={} horizon={} faults={:?} control={:?} skew_ms={} eager={} release_on_lost={}",
-            s.electors, s.horizon, s.faults, s.control, s.skew_ms, s.eager, s.release_on_lost
+            "quorum nodes={NODES} electors={} horizon={} faults={:?} control={:?} skew_ms={} eager={} release_on_lost={} late_all={}",
+            s.electors, s.horizon, s.faults, s.control, s.skew_ms, s.eager, s.release_on_lost, s.late_all
         )
     }
 
@@ -989,11 +1245,14 @@ impl Explain for QuorumModel {
             QAction::Deliver(i, n, _) | QAction::LoseReply(i, n, _) => {
                 match st.electors[*i].net[*n] {
                     Some(m) => {
-                        let ans = self.serve(&mut st.clone(), *n, *i, m);
+                        let mut scratch = st.clone();
+                        let ans = self.serve(&mut scratch, *n, *i, m);
                         let lost = if matches!(a, QAction::LoseReply(..)) {
-                            " (reply lost)"
+                            " (reply lost)".to_string()
+                        } else if let Some(ms) = self.hear_from(&mut scratch, *i, *n) {
+                            format!(" (identity changed: counts as GRACE {ms})")
                         } else {
-                            ""
+                            String::new()
                         };
                         match ans {
                             Some(x) => format!("n{n} runs e{i}'s {}: {}{lost}", msg_s(m), ans_s(x)),
@@ -1001,6 +1260,14 @@ impl Explain for QuorumModel {
                         }
                     }
                     None => format!("{a:?}"),
+                }
+            }
+            QAction::DeliverLate(i, k) => {
+                let (n, m) = st.electors[*i].late[*k];
+                let ans = self.serve(&mut st.clone(), usize::from(n), *i, m);
+                match ans {
+                    Some(x) => format!("LATE n{n} runs e{i}'s {}: {}", msg_s(m), ans_s(x)),
+                    None => format!("LATE n{n} runs e{i}'s {}", msg_s(m)),
                 }
             }
             _ => format!("{a:?}"),
@@ -1019,7 +1286,12 @@ impl Explain for QuorumModel {
                     if self.acting(&next, i) { " ACTING" } else { "" }
                 ),
             };
-            parts.push(format!("e{i}@{now:.2} {role}"));
+            let late = if e.late.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} late)", e.late.len())
+            };
+            parts.push(format!("e{i}#{}@{now:.2} {role}{late}", e.reign));
         }
         let nodes: Vec<String> = (0..NODES)
             .map(|n| {
@@ -1030,10 +1302,12 @@ impl Explain for QuorumModel {
                     None => "free".to_string(),
                 };
                 let g = q.node.grace_ms_left(now);
+                // A swapped node's name gets a prime per swap: n2' is another server.
+                let name = format!("n{n}{}", "'".repeat(usize::from(q.ident)));
                 if g > 0 {
-                    format!("n{n} {l} (grace {g})")
+                    format!("{name} {l} (grace {g})")
                 } else {
-                    format!("n{n} {l}")
+                    format!("{name} {l}")
                 }
             })
             .collect();
