@@ -308,6 +308,11 @@ impl<T: Transport> Elector<T> {
             };
             let now = Instant::now();
             self.observe("acquire", &res);
+            // Q4 + R17: a round that released partial grants retired its owner; the next
+            // round must not send it again (its RELEASE may still execute late).
+            if self.transport.take_retired_owner() {
+                self.end_reign()?;
+            }
             match decide::on_acquire(&self.cfg, sent_at, now, &res) {
                 AcquireDecision::Lead {
                     token,

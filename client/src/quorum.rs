@@ -209,6 +209,8 @@ pub struct QuorumTransport {
     /// token, except under the `NoUnify` control).
     held: Vec<Option<u64>>,
     owner: String,
+    /// An acquire round released partial grants under `owner` (see `take_retired_owner`).
+    retired: bool,
 }
 
 fn int_of(v: &Value) -> Result<i64, CommandError> {
@@ -264,6 +266,7 @@ impl QuorumTransport {
             // The loop passes the reign's owner with every command (R17, the same on every
             // node); this is only what `get` compares before the first ACQUIRE.
             owner: crate::decide::reign_owner(&cfg.owner, 1).unwrap_or_default(),
+            retired: false,
         })
     }
 
@@ -427,6 +430,7 @@ impl Transport for QuorumTransport {
                         _ => (i, target),
                     })
                     .collect();
+                self.retired |= !pairs.is_empty();
                 self.release_on(key, owner, &pairs).await;
                 Ok(Replicated {
                     value: None,
@@ -441,6 +445,7 @@ impl Transport for QuorumTransport {
                 })
             }
             AfterAcquire::Abort { release, outcome } => {
+                self.retired |= !release.is_empty();
                 self.release_on(key, owner, &release).await;
                 match outcome {
                     NotLeading::NotGranted => Ok(Replicated {
@@ -527,6 +532,10 @@ impl Transport for QuorumTransport {
         self.held.iter().any(Option::is_some)
     }
 
+    fn take_retired_owner(&mut self) -> bool {
+        std::mem::take(&mut self.retired)
+    }
+
     async fn release(&mut self, key: &str, owner: &str, token: u64) -> Result<bool, CommandError> {
         let n = self.nodes.len();
         let pairs: Vec<(usize, u64)> = (0..n).map(|i| (i, self.held[i].unwrap_or(token))).collect();
@@ -582,6 +591,13 @@ impl Transport for Nodes {
         match self {
             Nodes::One(t) => t.holds_after_rejection(),
             Nodes::Quorum(t) => t.holds_after_rejection(),
+        }
+    }
+
+    fn take_retired_owner(&mut self) -> bool {
+        match self {
+            Nodes::One(t) => t.take_retired_owner(),
+            Nodes::Quorum(t) => t.take_retired_owner(),
         }
     }
 

@@ -83,6 +83,15 @@ pub trait Transport: Send + 'static {
     fn holds_after_rejection(&self) -> bool {
         false
     }
+
+    /// True (once) when the last `acquire` sent a RELEASE under its owner: a quorum round
+    /// that did not make a reign releases its partial grants. The loop then advances the
+    /// reign (protocol Q4, R17), so that RELEASE is the last command ever sent under that
+    /// owner: executed late, after a next round under the same owner had refreshed the same
+    /// node, it would free that node inside the new reign (found by the quorum model check).
+    fn take_retired_owner(&mut self) -> bool {
+        false
+    }
 }
 
 /// [`Transport`] over one multiplexed `redis` connection, opened lazily and dropped (so the

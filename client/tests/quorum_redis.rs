@@ -128,12 +128,28 @@ async fn quorum_round_unifies_tokens_survives_a_minority_and_releases_everywhere
     );
     assert!(token2 > token, "{token2} > {token}");
     // A node that came back after the round may not be in this reign; a majority is, under
-    // the second reign's owner (R17: the counter advanced when the first reign ended).
-    let holding = nodes
+    // a later reign's owner (R17: the counter advanced when the first reign ended, and after
+    // every round in between that released partial grants, Q4).
+    let owners: Vec<String> = nodes
         .iter()
-        .filter(|s| holder(s) == Some(("q-a#2".into(), token2)))
-        .count();
-    assert!(holding >= 2, "{holding} of 3 nodes hold {token2}");
+        .filter_map(|s| holder(s).filter(|(_, t)| *t == token2).map(|(o, _)| o))
+        .collect();
+    assert!(
+        owners.len() >= 2,
+        "{owners:?}: fewer than 2 of 3 nodes hold {token2}"
+    );
+    assert!(
+        owners.windows(2).all(|w| w[0] == w[1]),
+        "one owner per reign: {owners:?}"
+    );
+    let reign: u64 = owners[0]
+        .strip_prefix("q-a#")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        reign >= 2,
+        "the second reign's owner is past #1: {owners:?}"
+    );
     handle.resign();
     assert_eq!(run.await.unwrap(), RunOutcome::Resigned);
     for (i, s) in nodes.iter().enumerate() {
@@ -391,4 +407,41 @@ async fn a_node_swapped_for_a_running_empty_server_counts_toward_nothing() {
     hy.resign();
     let _ = jx.await;
     let _ = jy.await;
+}
+
+/// Protocol Q4 + R17 (found by the quorum model check): a campaign round that releases its
+/// partial grants retires its owner, so the next round uses a new one. Otherwise that
+/// RELEASE, executed late on a node whose connection was replaced, could free the node after
+/// the next round (same owner) had refreshed it there, inside the new reign. Here an intruder
+/// holds two of three nodes: every round of q-a gets one grant and releases it; once the
+/// intruder lets go, q-a reigns with an owner past `#1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_that_released_partial_grants_retires_its_owner() {
+    let nodes = [node(), node(), node()];
+    for s in &nodes[..2] {
+        let mut c = s.connection();
+        let _: u64 = redis::cmd("LEASE.ACQUIRE")
+            .arg(KEY)
+            .arg("intruder")
+            .arg(1500)
+            .query(&mut c)
+            .unwrap();
+    }
+    let mut e = elector_q_a(&nodes, Duration::from_millis(600));
+    let rx = e.subscribe();
+    let h = e.handle();
+    let j = tokio::spawn(async move { e.run(|ctx| async move { ctx.cancelled().await }).await });
+    let token = wait_leader(&rx, Duration::from_secs(5)).await;
+    let (owner, t) = holder(&nodes[2]).expect("q-a holds node 2");
+    assert_eq!(t, token);
+    let reign: u64 = owner
+        .strip_prefix("q-a#")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("owner {owner}"));
+    assert!(
+        reign > 1,
+        "the rounds that released partial grants reused owner {owner}"
+    );
+    h.resign();
+    let _ = j.await;
 }

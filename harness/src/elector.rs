@@ -263,6 +263,10 @@ impl<T: Transport + Sync> Transport for ReuseOwner<T> {
     fn holds_after_rejection(&self) -> bool {
         self.inner.holds_after_rejection()
     }
+
+    fn take_retired_owner(&mut self) -> bool {
+        self.inner.take_retired_owner()
+    }
 }
 
 impl Work {
