@@ -8,6 +8,7 @@
 //! `crate::lease::engine::handle`, stores what it says and closes the key → `execute` walks
 //! the effects in order → `reply`.
 
+use crate::lease::admit::Facts;
 use crate::lease::engine::{self, Call, Counter, Effect, Outcome, Reply, Store};
 use crate::lease::request::Request;
 use crate::lease::{LeaseError, Now};
@@ -82,6 +83,12 @@ fn run_command(ctx: &Context, spec: &Command, argv: &[*mut raw::RedisModuleStrin
         Ok(r) => r,
         Err(e) => return reply(ctx, Reply::Error(e)),
     };
+    // LEASE.APPLY is the replica's hot path and never a client's (the engine refuses it).
+    if spec.write && !matches!(req, Request::Apply(_)) {
+        if let Err(e) = admit(ctx, &req) {
+            return reply(ctx, Reply::Error(e));
+        }
+    }
     let call = call_context(ctx, &req);
     let now = ffi::now();
     let key = argv[1];
@@ -108,6 +115,18 @@ fn run_command(ctx: &Context, spec: &Command, argv: &[*mut raw::RedisModuleStrin
         };
     }
     reply(ctx, out.reply)
+}
+
+/// Server-level refusals (`crate::lease::admit`): a lease write from a client of a replica
+/// (issue 24). One context-flags call per write command.
+fn admit(ctx: &Context, req: &Request<'_>) -> Result<(), LeaseError> {
+    let flags = ctx.get_flags();
+    let facts = Facts {
+        replica_client: flags.contains(ContextFlags::SLAVE)
+            && !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING),
+        evicting_policy: None,
+    };
+    crate::lease::admit::admit(req, facts)
 }
 
 /// Reads only the context flags a request needs (one FFI call, skipped on the hot paths).
@@ -372,6 +391,10 @@ unsafe extern "C" fn on_ready(
             owner: &w.owner,
             ttl_ms: w.ttl_ms,
         };
+        // Blocked on a primary that has since become a replica: never granted here.
+        if let Err(e) = admit(&context, &req) {
+            return reply(&context, Reply::Error(e));
+        }
         let now = ffi::now();
         match run_on_key(
             &context,
