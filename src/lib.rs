@@ -66,6 +66,8 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     // ACL categories (also from the table), where the server has the API (7.2+).
     module::acl::register(ctx);
     events::subscribe_raw_events(ctx);
+    // Warns (and refuses grants) when the server starts with an evicting policy.
+    module::policy::refresh(ctx);
     timers::start_grace(ctx, "server start");
     Status::Ok
 }

@@ -4,7 +4,7 @@
 //! lease to a new name (its expiry timer must follow).
 
 use crate::module::guard::guard;
-use crate::module::{executor, ffi, server, timers};
+use crate::module::{executor, ffi, policy, server, timers};
 use redis_module::server_events::{LoadingSubevent, ServerRole};
 use redis_module::{Context, NotifyEvent};
 use redis_module_macros::{
@@ -40,6 +40,12 @@ fn on_config_changed(ctx: &Context, names: &[&str]) {
     guard((), || {
         if names.iter().any(|n| n.starts_with("lease.")) {
             timers::arm_grace_timer(ctx);
+        }
+        // SAFETY (issue 24): while the policy could evict lease keys no grant was made, but
+        // a lease evicted meanwhile may still be live in its holder's view; a grace period
+        // (as after a restart) outlasts it before anyone else is granted.
+        if names.iter().any(|n| policy::concerns(n)) && policy::refresh(ctx) {
+            timers::start_grace(ctx, "maxmemory-policy no longer evicts lease keys");
         }
     })
 }

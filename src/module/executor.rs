@@ -17,7 +17,7 @@ use crate::module::guard::guard;
 use crate::module::keys::{self, LeaseKey, Mode};
 use crate::module::table::{Command, COMMANDS};
 use crate::module::timers;
-use crate::module::{counters, fenced, ffi, node, server};
+use crate::module::{counters, fenced, ffi, node, policy, server};
 use redis_module::{raw, Context, ContextFlags, RedisError, RedisString, RedisValue};
 use std::os::raw::c_int;
 
@@ -117,14 +117,16 @@ fn run_command(ctx: &Context, spec: &Command, argv: &[*mut raw::RedisModuleStrin
     reply(ctx, out.reply)
 }
 
-/// Server-level refusals (`crate::lease::admit`): a lease write from a client of a replica
-/// (issue 24). One context-flags call per write command.
+/// Server-level refusals (`crate::lease::admit`): a lease write from a client of a replica,
+/// a grant while eviction can delete lease keys (issue 24). One context-flags call per write
+/// command; the policy is cached (`policy`).
 fn admit(ctx: &Context, req: &Request<'_>) -> Result<(), LeaseError> {
     let flags = ctx.get_flags();
+    let evicting = policy::evicting();
     let facts = Facts {
         replica_client: flags.contains(ContextFlags::SLAVE)
             && !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING),
-        evicting_policy: None,
+        evicting_policy: evicting.as_deref(),
     };
     crate::lease::admit::admit(req, facts)
 }

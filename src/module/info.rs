@@ -1,7 +1,7 @@
 //! `INFO lease`: counters, blocked clients, grace state. Fields appear as `lease_<name>`.
 
 use crate::module::guard::guard;
-use crate::module::{blocking, counters, ffi, node, timers};
+use crate::module::{blocking, counters, ffi, node, policy, timers};
 use redis_module::{raw, InfoContext};
 
 pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
@@ -18,8 +18,11 @@ pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
             ("max_ttl", node.config.limits().max_ttl_ms),
             ("expiry_timers", timers::armed() as u64),
         ]);
+        let (evicting, policy) = policy::info();
+        fields.push(("evicting", u64::from(evicting)));
         for (name, v) in fields {
             raw::add_info_field_long_long(ctx.ctx, name, v as i64);
         }
+        raw::add_info_field_str(ctx.ctx, "maxmemory_policy", &policy);
     })
 }
