@@ -177,3 +177,216 @@ fn evicting_policy_at_start_is_logged_and_refuses_grants() {
     config_set(&mut c, "maxmemory", "0");
     assert_eq!(info_str(&mut c, "evicting").as_deref(), Some("0"));
 }
+
+// ---------------------------------------------------------------------------------------
+// Item 4: a held lease whose saved expiry lies weeks beyond the loading server's clock
+
+const DAY_MS: u64 = 86_400_000;
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .expect("clock")
+}
+
+/// CRC-64/Jones as Redis computes the DUMP trailer (as in tests/persistence.rs).
+fn crc64(data: &[u8]) -> u64 {
+    const POLY_REFLECTED: u64 = 0x95AC_9329_AC4B_C9B5;
+    let mut crc = 0u64;
+    for &b in data {
+        crc ^= u64::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ POLY_REFLECTED
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    crc
+}
+
+/// A `DUMP` of a held lease (encoding v2, short owner) with its saved `expires_wall_ms`
+/// replaced and the CRC re-signed. Layout: [type 7][0x81 + 8-byte module id][opcode 5]
+/// [len][buffer: flags, token, grants, expires, owner][EOF][rdb version: 2][crc: 8].
+fn with_expiry(dump: &[u8], expires_wall_ms: u64) -> Vec<u8> {
+    assert_eq!(
+        (dump[0], dump[10]),
+        (7, 5),
+        "not a module value string: {dump:?}"
+    );
+    let len = usize::from(dump[11]);
+    assert!(
+        len < 64 && dump[12] == 1,
+        "not a short held v2 value: {dump:?}"
+    );
+    let mut body = dump[..dump.len() - 8].to_vec();
+    body[12 + 17..12 + 25].copy_from_slice(&expires_wall_ms.to_le_bytes());
+    let crc = crc64(&body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    body
+}
+
+fn restore(c: &mut Con, key: &str, payload: &[u8]) -> redis::RedisResult<()> {
+    redis::cmd("RESTORE").arg(key).arg(0).arg(payload).query(c)
+}
+
+/// Would catch (issue 24, item 4, the DUMP half): a `DUMP` whose held lease expires more than
+/// 2^31 ms (24.8 days) beyond the target's clock refused with `Bad data format` (so MIGRATE
+/// to a node whose clock is weeks behind fails, and an RDB with it does not load), a clamp
+/// that drops the token history or keeps the weeks, no warning, and a clamp that lets
+/// structurally invalid payloads through.
+#[test]
+fn restore_of_a_lease_expiring_weeks_ahead_is_clamped_not_refused() {
+    let s = RedisServer::start(ServerOptions::default().module_args(&[
+        "lease.grace-ms",
+        "0",
+        "lease.max-ttl",
+        "20000",
+    ]));
+    let mut c = s.connection();
+    let t = acquire(&mut c, "k", "h", 10_000).expect("grant");
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("k").query(&mut c).expect("dump");
+    let far = with_expiry(&dump, wall_ms() + 40 * DAY_MS);
+    restore(&mut c, "far", &far).expect("RESTORE of a lease expiring 40 days ahead");
+    let (owner, token, pttl) = get(&mut c, "far").expect("held after restore");
+    assert_eq!((owner.as_slice(), token), (&b"h"[..], t));
+    assert!(
+        (19_000..=20_000).contains(&pttl),
+        "clamped to lease.max-ttl, not weeks: {pttl}"
+    );
+    assert_eq!(
+        lease_info(&mut c, "far").map(|i| i.1),
+        Some(t),
+        "token kept"
+    );
+    assert!(
+        s.log()
+            .contains("key 'far': the saved expiry lies 40 days beyond"),
+        "no warning; log:\n{}",
+        s.log_tail(10)
+    );
+    // Its next grant is above the kept token; structurally invalid payloads stay refused.
+    assert_eq!(release(&mut c, "far", "h", t), 1);
+    assert!(acquire(&mut c, "far", "other", 1000).expect("grant") > t);
+    let mut bad = far.clone();
+    bad[12] = 3; // an unknown flag bit
+    let body_len = bad.len() - 8;
+    let crc = crc64(&bad[..body_len]);
+    bad[body_len..].copy_from_slice(&crc.to_le_bytes());
+    let e = restore(&mut c, "bad", &bad).expect_err("unknown flag bit refused");
+    assert!(e.to_string().contains("Bad data format"), "{e}");
+    ping(&mut c);
+}
+
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The newer server (libfaketime hangs Debian's jemalloc build, see tests/clock_jump.rs);
+/// None (after saying so) when it is not installed, a failure under CI.
+fn faketime_server() -> Option<String> {
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/newer-redis-server");
+    let found = std::process::Command::new(script)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|p| p.trim().to_string())
+        .filter(|p| std::path::Path::new(p).exists());
+    if found.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the newer redis-server (scripts/newer-redis-server) is missing under CI=true"
+        );
+        eprintln!("NOTICE: libfaketime test SKIPPED: the newer redis-server is not installed");
+        return None;
+    }
+    assert!(
+        std::path::Path::new(LIBFAKETIME).exists(),
+        "libfaketime missing at {LIBFAKETIME}"
+    );
+    found
+}
+
+/// The file libfaketime reads its offset from on every clock call ("+0", "+3456000":
+/// seconds relative to the real clock); removed on drop.
+struct OffsetFile(std::path::PathBuf);
+
+impl OffsetFile {
+    fn new(offset: &str) -> OffsetFile {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let f = OffsetFile(std::env::temp_dir().join(format!(
+            "redis-lease-hazards-{}-{nanos}.rc",
+            std::process::id()
+        )));
+        f.set(offset);
+        f
+    }
+
+    fn set(&self, offset: &str) {
+        // Written whole and renamed into place: libfaketime never reads a half-written file.
+        let tmp = self.0.with_extension("tmp");
+        std::fs::write(&tmp, format!("{offset}\n")).expect("write offset");
+        std::fs::rename(&tmp, &self.0).expect("rename offset");
+    }
+}
+
+impl Drop for OffsetFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `opts` under libfaketime: only the wall clock moves, CLOCK_MONOTONIC stays real.
+fn faketime(opts: ServerOptions, offset: &OffsetFile) -> ServerOptions {
+    opts.faketime(std::path::Path::new(LIBFAKETIME), &offset.0)
+}
+
+/// The server's wall clock (`TIME`), ms.
+fn server_wall_ms(c: &mut Con) -> u64 {
+    let (s, us): (u64, u64) = redis::cmd("TIME").query(c).expect("TIME");
+    s * 1000 + us / 1000
+}
+
+/// Would catch (issue 24, item 4, the RDB half): an RDB saved while the server's clock ran
+/// 40 days ahead no longer loading once the clock is back (reproduced: the server refused
+/// to start, and deleting the RDB, the obvious recovery, lost the token history).
+#[test]
+fn rdb_saved_with_the_clock_weeks_ahead_still_loads_with_its_tokens() {
+    let Some(bin) = faketime_server() else {
+        return;
+    };
+    let offset = OffsetFile::new(&format!("+{}", 40 * DAY_MS / 1000));
+    let mut s = RedisServer::start_with_bin(&bin, faketime(ServerOptions::default(), &offset));
+    let mut c = s.connection();
+    assert!(
+        server_wall_ms(&mut c) > wall_ms() + 39 * DAY_MS,
+        "libfaketime did not move the server's clock"
+    );
+    let t = acquire(&mut c, "k", "h", 10_000).expect("grant");
+    let t_free = acquire(&mut c, "free", "h", 10_000).expect("grant");
+    assert_eq!(release(&mut c, "free", "h", t_free), 1);
+    let _: () = redis::cmd("SAVE").query(&mut c).expect("SAVE");
+    drop(c);
+    offset.set("+0");
+    let opts = s.opts.clone();
+    if let Err(e) = s.try_restart_with(opts) {
+        panic!("the RDB saved 40 days ahead does not load: {e}");
+    }
+    let mut c = s.connection();
+    assert!(server_wall_ms(&mut c) < wall_ms() + DAY_MS, "clock back");
+    let (owner, token, pttl) = get(&mut c, "k").expect("still held after the load");
+    assert_eq!((owner.as_slice(), token), (&b"h"[..], t));
+    assert!(pttl <= 30_000, "clamped to lease.max-ttl: {pttl}");
+    assert_eq!(lease_info(&mut c, "free").map(|i| i.1), Some(t_free));
+    assert!(
+        s.log()
+            .contains("key 'k': the saved expiry lies 40 days beyond"),
+        "no warning; log:\n{}",
+        s.log_tail(10)
+    );
+}
