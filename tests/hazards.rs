@@ -390,3 +390,45 @@ fn rdb_saved_with_the_clock_weeks_ahead_still_loads_with_its_tokens() {
         s.log_tail(10)
     );
 }
+
+/// Would catch (issue 24, item 5): with `lease.grace-ms -1` (grace follows `lease.max-ttl`),
+/// `CONFIG SET lease.max-ttl 2000` during a 30 s grace cutting it to 2 s (reproduced: 1.4 s
+/// left), so leases a lost primary granted under the old limit outlive the new grace; and an
+/// explicit `lease.grace-ms` no longer taking effect at once (the operator's choice).
+#[test]
+fn lowering_max_ttl_never_shortens_a_running_grace() {
+    let s = RedisServer::start(ServerOptions::default().module_args(&[
+        "lease.grace-ms",
+        "-1",
+        "lease.max-ttl",
+        "30000",
+    ]));
+    let mut c = s.connection();
+    assert!(info_field(&mut c, "grace_ms_left") > 25_000);
+    config_set(&mut c, "lease.max-ttl", "2000");
+    let left = info_field(&mut c, "grace_ms_left");
+    assert!(
+        left > 25_000,
+        "lowering max-ttl shortened the grace to {left} ms"
+    );
+    assert_eq!(
+        info_field(&mut c, "grace_ms"),
+        30_000,
+        "grace length in force"
+    );
+    let e = err_of(&mut c, &["LEASE.ACQUIRE", "k", "a", "1000"]);
+    assert!(e.starts_with("GRACE "), "{e}");
+    let ms: u64 = e
+        .split(' ')
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("ms left");
+    assert!(ms > 25_000, "{e}");
+    // Raising it lengthens the running grace, as before.
+    config_set(&mut c, "lease.max-ttl", "40000");
+    assert!(info_field(&mut c, "grace_ms_left") > 35_000);
+    // An explicit lease.grace-ms is the operator's choice and applies at once.
+    config_set(&mut c, "lease.grace-ms", "0");
+    assert_eq!(info_field(&mut c, "grace_active"), 0);
+    assert!(acquire(&mut c, "k", "a", 1000).is_some());
+}

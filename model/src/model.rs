@@ -535,6 +535,7 @@ impl Model for LeaseModel {
             config: self.server_cfg,
             token_watermark: 0,
             grace_started_mono_us: 0,
+            grace_max_ttl_ms: 0,
         };
         let server = Server {
             up: true,
@@ -765,6 +766,7 @@ impl Model for LeaseModel {
                     config: self.server_cfg,
                     token_watermark: 0,
                     grace_started_mono_us: 0,
+                    grace_max_ttl_ms: 0,
                 }
                 .start_grace(now);
                 st.repl.clear();

@@ -700,6 +700,7 @@ impl Model for QuorumModel {
                 config: self.server_cfg,
                 token_watermark: 0,
                 grace_started_mono_us: 0,
+                grace_max_ttl_ms: 0,
             },
             lease: None,
         };
@@ -884,6 +885,7 @@ impl Model for QuorumModel {
                         config: self.server_cfg,
                         token_watermark: 0,
                         grace_started_mono_us: 0,
+                        grace_max_ttl_ms: 0,
                     }
                     .start_grace(now),
                     lease: None,
@@ -903,6 +905,7 @@ impl Model for QuorumModel {
                         config: self.server_cfg,
                         token_watermark: lease.as_ref().map_or(0, |l| l.last_token()),
                         grace_started_mono_us: 0,
+                        grace_max_ttl_ms: 0,
                     }
                     .start_grace(now),
                     lease,

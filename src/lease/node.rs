@@ -15,6 +15,9 @@ pub struct Node {
     pub token_watermark: u64,
     /// Monotonic µs at which the current grace period started (module load or promotion).
     pub grace_started_mono_us: u64,
+    /// `lease.max-ttl` in force when the current grace started: a grace that follows
+    /// `lease.max-ttl` (`lease.grace-ms -1`) never gets shorter than it (see `grace_len_ms`).
+    pub grace_max_ttl_ms: u64,
 }
 
 impl Node {
@@ -23,10 +26,24 @@ impl Node {
         self.token_watermark.saturating_add(1)
     }
 
-    /// Grace left now, with the grace length in force now (lowering `lease.grace-ms`
-    /// shortens a running grace; 0 ends it at once).
+    /// Grace left now, with the grace length in force now (`grace_len_ms`).
     pub fn grace_ms_left(&self, now: Now) -> u64 {
-        Grace::starting_at(self.grace_started_mono_us).ms_left(now.mono_us, self.config.grace_ms())
+        Grace::starting_at(self.grace_started_mono_us).ms_left(now.mono_us, self.grace_len_ms())
+    }
+
+    /// Length of the running grace. An explicit `lease.grace-ms` is the operator's choice and
+    /// applies at once (lowering it shortens a running grace, 0 ends it). Following
+    /// `lease.max-ttl` (-1), it is the larger of the max-ttl in force now and when the grace
+    /// started. SAFETY (issue 24): the grace must outlast leases granted elsewhere under the
+    /// limit in force then; lowering `lease.max-ttl` during it bounds only leases granted
+    /// from now on, so it must not cut the grace (it did: 30 s became 2 s).
+    pub fn grace_len_ms(&self) -> u64 {
+        let g = self.config.grace_ms();
+        if self.config.grace_ms < 0 {
+            g.max(self.grace_max_ttl_ms)
+        } else {
+            g
+        }
     }
 
     /// Start (server start) or promotion: this server may not know leases granted elsewhere
@@ -36,7 +53,48 @@ impl Node {
     pub fn start_grace(self, now: Now) -> Node {
         Node {
             grace_started_mono_us: now.mono_us,
+            grace_max_ttl_ms: self.config.max_ttl.max(0) as u64,
             ..self
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowering_max_ttl_never_shortens_a_running_grace_but_grace_ms_does() {
+        let t0 = Now {
+            mono_us: 1_000_000,
+            wall_ms: 1,
+        };
+        let t1 = Now {
+            mono_us: 2_000_000,
+            wall_ms: 1001,
+        };
+        let mut n = Node {
+            config: Config {
+                max_ttl: 30_000,
+                grace_ms: -1,
+                max_owner_len: 8,
+            },
+            ..Node::default()
+        }
+        .start_grace(t0);
+        assert_eq!(n.grace_ms_left(t1), 29_000);
+        n.config.max_ttl = 2_000;
+        assert_eq!(n.grace_ms_left(t1), 29_000, "max-ttl lowered");
+        n.config.max_ttl = 40_000;
+        assert_eq!(n.grace_ms_left(t1), 39_000, "max-ttl raised");
+        n.config.grace_ms = 5_000;
+        assert_eq!(n.grace_ms_left(t1), 4_000, "explicit grace-ms");
+        n.config.grace_ms = 0;
+        assert_eq!(n.grace_ms_left(t1), 0);
+        // A new grace takes the max-ttl in force then.
+        n.config.grace_ms = -1;
+        n.config.max_ttl = 2_000;
+        let n = n.start_grace(t1);
+        assert_eq!(n.grace_len_ms(), 2_000);
     }
 }

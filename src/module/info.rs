@@ -14,7 +14,7 @@ pub fn add_info(ctx: &InfoContext, _for_crash_report: bool) {
             ("blocked_clients", blocking::blocked_clients()),
             ("grace_active", u64::from(left > 0)),
             ("grace_ms_left", left),
-            ("grace_ms", node.config.grace_ms()),
+            ("grace_ms", node.grace_len_ms()),
             ("max_ttl", node.config.limits().max_ttl_ms),
             ("expiry_timers", timers::armed() as u64),
         ]);

@@ -238,7 +238,7 @@ pub fn overdue(now: Now) -> bool {
 pub fn start_grace(ctx: &Context, why: &str) {
     let now = ffi::now();
     node::set_grace_start(now);
-    let ms = node::snapshot().config.grace_ms();
+    let ms = node::snapshot().grace_len_ms();
     if ms > 0 {
         ctx.log_notice(&format!(
             "lease: grace period of {ms} ms started ({why}): no new lease is granted until it ends"
