@@ -87,6 +87,7 @@ redis_module! {
             ["max-ttl", &config::MAX_TTL, DEFAULT_MAX_TTL, BOUNDS[0].1, BOUNDS[0].2, ConfigurationFlags::DEFAULT, None],
             ["grace-ms", &config::GRACE_MS, -1, BOUNDS[1].1, BOUNDS[1].2, ConfigurationFlags::DEFAULT, None],
             ["max-owner-len", &config::MAX_OWNER_LEN, DEFAULT_MAX_OWNER_LEN, BOUNDS[2].1, BOUNDS[2].2, ConfigurationFlags::DEFAULT, None],
+            ["migrate-grace-ms", &config::MIGRATE_GRACE_MS, -1, BOUNDS[3].1, BOUNDS[3].2, ConfigurationFlags::DEFAULT, None],
         ],
         string: [],
         bool: [],

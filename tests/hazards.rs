@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Would catch (issue 24, item 2): a replica with `replica-read-only no` granting,
 /// renewing, releasing, raising or fence-checking leases of its own while its primary
@@ -431,4 +431,180 @@ fn lowering_max_ttl_never_shortens_a_running_grace() {
     config_set(&mut c, "lease.grace-ms", "0");
     assert_eq!(info_field(&mut c, "grace_active"), 0);
     assert!(acquire(&mut c, "k", "a", 1000).is_some());
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 3: MIGRATE (Cluster resharding) to a node whose wall clock runs ahead
+
+fn cluster_node(bin: &str, opts: ServerOptions) -> RedisServer {
+    RedisServer::start_with_bin(
+        bin,
+        opts.extra_args(&[
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "5000",
+        ]),
+    )
+}
+
+fn cluster<T: redis::FromRedisValue>(c: &mut Con, args: &[&str]) -> T {
+    let mut cmd = redis::cmd("CLUSTER");
+    for a in args {
+        cmd.arg(*a);
+    }
+    cmd.query(c)
+        .unwrap_or_else(|e| panic!("CLUSTER {args:?}: {e}"))
+}
+
+/// `MIGRATE` of the given keys from `src` to the node on `port` (the slot is migrating).
+fn migrate(src: &mut Con, port: u16, keys: &[&str]) {
+    let mut cmd = redis::cmd("MIGRATE");
+    cmd.arg("127.0.0.1")
+        .arg(port)
+        .arg("")
+        .arg(0)
+        .arg(5000)
+        .arg("KEYS");
+    for k in keys {
+        cmd.arg(*k);
+    }
+    let r: String = cmd.query(src).expect("MIGRATE");
+    assert_eq!(r, "OK");
+}
+
+/// `LEASE.GET` on a node that is importing the key's slot (ASKING first).
+fn get_asking(c: &mut Con, key: &str) -> Option<(Vec<u8>, u64, u64)> {
+    let mut p = redis::pipe();
+    p.cmd("ASKING").ignore().cmd("LEASE.GET").arg(key);
+    let (v,): (Option<(Vec<u8>, u64, u64)>,) = p.query(c).expect("ASKING + LEASE.GET");
+    v
+}
+
+/// Would catch (issue 24, item 3): a lease migrated (Cluster resharding, `MIGRATE`) to a node
+/// whose wall clock runs 5 s ahead arriving 5 s shorter than on the source (a DUMP carries the
+/// source's absolute wall-clock expiry and RESTORE had no grace), so that a second owner would
+/// be granted there while the first still leads; and, as the negative control, `lease.migrate-grace-ms 0` (trust the clocks) showing
+/// the shortening the floor removes.
+#[test]
+fn lease_migrated_to_a_node_whose_clock_runs_ahead_is_not_shorter() {
+    let Some(bin) = faketime_server() else {
+        return;
+    };
+    const AHEAD_MS: u64 = 5_000;
+    const TTL_MS: u64 = 10_000;
+    let offset = OffsetFile::new(&format!("+{}", AHEAD_MS / 1000));
+    let module = ["lease.grace-ms", "0", "lease.max-ttl", "10000"];
+    let src = cluster_node(&bin, ServerOptions::default().module_args(&module));
+    let dst = cluster_node(
+        &bin,
+        faketime(ServerOptions::default().module_args(&module), &offset),
+    );
+    let (mut sc, mut dc) = (src.connection(), dst.connection());
+    let skew = server_wall_ms(&mut dc) as i64 - server_wall_ms(&mut sc) as i64;
+    assert!(
+        (4_500..6_000).contains(&skew),
+        "the target's clock is not 5 s ahead: {skew} ms"
+    );
+    let _: () = cluster(&mut sc, &["ADDSLOTSRANGE", "0", "16383"]);
+    let _: () = cluster(&mut sc, &["MEET", "127.0.0.1", &dst.port.to_string()]);
+    let (src_id, dst_id): (String, String) =
+        (cluster(&mut sc, &["MYID"]), cluster(&mut dc, &["MYID"]));
+    wait_for(Duration::from_secs(20), || {
+        let a: String = cluster(&mut sc, &["INFO"]);
+        let b: String = cluster(&mut dc, &["INFO"]);
+        (a.contains("cluster_state:ok")
+            && b.contains("cluster_state:ok")
+            && a.contains("cluster_known_nodes:2")
+            && b.contains("cluster_known_nodes:2"))
+        .then_some(())
+    })
+    .expect("two-node cluster did not form");
+
+    let slot: u16 = cluster(&mut sc, &["KEYSLOT", "{job}"]);
+    let slot = slot.to_string();
+    let granted = Instant::now();
+    let t = acquire(&mut sc, "{job}:lease", "alpha", TTL_MS).expect("grant on the source");
+    let t0 = acquire(&mut sc, "{job}:trusting", "alpha", TTL_MS).expect("grant on the source");
+    let _: () = cluster(&mut dc, &["SETSLOT", &slot, "IMPORTING", &src_id]);
+    let _: () = cluster(&mut sc, &["SETSLOT", &slot, "MIGRATING", &dst_id]);
+    // The default floor (lease.migrate-grace-ms -1 = lease.max-ttl).
+    migrate(&mut sc, dst.port, &["{job}:lease"]);
+    let (owner, token, pttl) = get_asking(&mut dc, "{job}:lease").expect("held on the target");
+    let source_left = TTL_MS.saturating_sub(granted.elapsed().as_millis() as u64);
+    assert_eq!((owner.as_slice(), token), (&b"alpha"[..], t));
+    assert!(
+        pttl >= source_left,
+        "migrated lease shorter on the target: {pttl} ms, source had {source_left} ms left"
+    );
+    assert!(pttl <= TTL_MS, "{pttl}");
+    // Negative control: with the floor off, the target trusts the two clocks.
+    config_set(&mut dc, "lease.migrate-grace-ms", "0");
+    migrate(&mut sc, dst.port, &["{job}:trusting"]);
+    let (_, tok, pttl) = get_asking(&mut dc, "{job}:trusting").expect("held on the target");
+    assert_eq!(tok, t0);
+    let source_left = TTL_MS.saturating_sub(granted.elapsed().as_millis() as u64);
+    assert!(
+        pttl + AHEAD_MS - 1_000 < source_left,
+        "control: expected ~5 s shorter on the target, got {pttl} ms (source ~{source_left} ms)"
+    );
+    for c in [&mut sc, &mut dc] {
+        let _: () = cluster(c, &["SETSLOT", &slot, "NODE", &dst_id]);
+    }
+    // The slot is the target's now: nobody else is granted, the holder renews there.
+    assert_eq!(acquire(&mut dc, "{job}:lease", "beta", TTL_MS), None);
+    assert_eq!(renew(&mut dc, "{job}:lease", "alpha", t, TTL_MS), 1);
+}
+
+/// Would catch (issue 24, item 3, without Cluster or libfaketime): a `RESTORE` from a client
+/// whose payload says the lease has 100 ms left (what a target clock ahead by the rest makes
+/// of it) kept at 100 ms; the floor not reaching the replica or the AOF (they received the
+/// raw RESTORE).
+#[test]
+fn client_restore_holds_a_lease_at_least_the_migrate_grace_and_replicates_it() {
+    let p = RedisServer::start(primary_opts(&[
+        "lease.grace-ms",
+        "0",
+        "lease.max-ttl",
+        "10000",
+    ]));
+    let r = start_replica(&p, &["lease.grace-ms", "0", "lease.max-ttl", "10000"]);
+    let (mut pc, mut rc) = (p.connection(), r.connection());
+    let t = acquire(&mut pc, "k", "h", 10_000).expect("grant");
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("k").query(&mut pc).expect("dump");
+    let short = with_expiry(&dump, wall_ms() + 100);
+    restore(&mut pc, "moved", &short).expect("restore");
+    let (_, token, pttl) = get(&mut pc, "moved").expect("held");
+    assert_eq!(token, t);
+    assert!(pttl >= 9_500, "held for lease.max-ttl on arrival: {pttl}");
+    assert_eq!(wait_acks(&mut pc, 1, 2000), 1);
+    let (_, rt, rp) = get(&mut rc, "moved").expect("held on the replica");
+    assert_eq!(rt, t);
+    assert!(rp >= 9_000, "the floor reached the replica: {rp}");
+    // lease.migrate-grace-ms 0: as the clocks say.
+    config_set(&mut pc, "lease.migrate-grace-ms", "0");
+    restore(&mut pc, "trusting", &short).expect("restore");
+    let pttl = get(&mut pc, "trusting").map_or(0, |g| g.2);
+    assert!(pttl <= 100, "{pttl}");
+    // The AOF carries the floor too: after a restart the lease is still held.
+    let mut a = RedisServer::start(ServerOptions::default().grace_ms(0).extra_args(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ]));
+    let mut ac = a.connection();
+    let since = Instant::now();
+    restore(&mut ac, "moved", &short).expect("restore");
+    drop(ac);
+    a.restart();
+    let mut ac = a.connection();
+    let left = 30_000u64.saturating_sub(since.elapsed().as_millis() as u64);
+    let pttl = get(&mut ac, "moved").map_or(0, |g| g.2);
+    assert!(
+        pttl + 200 >= left && pttl <= 30_000,
+        "after the AOF replay: {pttl} ms, expected ~{left}"
+    );
 }

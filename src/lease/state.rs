@@ -637,6 +637,26 @@ impl Lease {
         Some((lease, clamped))
     }
 
+    /// A held lease that arrived from another server (MIGRATE, a client's RESTORE) stays
+    /// held for at least `min_ms` from `now`; true if its deadline moved. Its remaining time
+    /// came from the source's absolute wall-clock expiry read against this server's wall
+    /// clock, so a target clock ahead by `s` makes it `s` shorter than on the source (a
+    /// second owner could be granted while the first still leads). The source's time left
+    /// is at most its `lease.max-ttl`, so a floor of that much covers any skew. A lease that
+    /// had just lapsed on the source but was not yet freed when it was dumped is held again
+    /// for this time: nobody else held it in between, and only its own holder can use it.
+    pub fn hold_at_least(&mut self, now: Now, min_ms: u64) -> bool {
+        let floor = now
+            .mono_us
+            .saturating_add(ms_to_us(min_ms.min(TTL_HARD_CAP_MS)));
+        if self.is_held() && self.expires_mono_us < floor {
+            self.set_deadline(floor);
+            true
+        } else {
+            false
+        }
+    }
+
     /// Heap + inline bytes, for `MEMORY USAGE`.
     pub fn mem_usage(&self) -> usize {
         std::mem::size_of::<Lease>() + self.owner.heap_len()

@@ -6,7 +6,7 @@
 use crate::module::guard::guard;
 use crate::module::{executor, ffi, policy, server, timers};
 use redis_module::server_events::{LoadingSubevent, ServerRole};
-use redis_module::{Context, NotifyEvent};
+use redis_module::{Context, ContextFlags, NotifyEvent};
 use redis_module_macros::{
     config_changed_event_handler, cron_event_handler, loading_event_handler,
     role_changed_event_handler,
@@ -54,9 +54,16 @@ fn on_config_changed(ctx: &Context, names: &[&str]) {
 /// MOVE) gets an expiry timer under that name.
 pub fn on_generic_event(ctx: &Context, _ev: NotifyEvent, event: &str, key: &[u8]) {
     guard((), || {
-        if matches!(event, "rename_to" | "copy_to" | "restore" | "move_to")
-            && server::is_primary(ctx)
+        if !matches!(event, "rename_to" | "copy_to" | "restore" | "move_to")
+            || !server::is_primary(ctx)
         {
+            return;
+        }
+        // A primary's RESTORE outside loading comes from a client: MIGRATE (resharding)
+        // or a manual DUMP/RESTORE from another server, whose wall clock may differ.
+        if event == "restore" && !ctx.get_flags().contains(ContextFlags::LOADING) {
+            executor::migrated_key(ctx, key);
+        } else {
             executor::rearm_key(ctx, key);
         }
     })

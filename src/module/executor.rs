@@ -510,6 +510,28 @@ pub fn rearm_key(ctx: &Context, key_name: &[u8]) {
     }
 }
 
+/// A held lease arrived by a client's `RESTORE` (MIGRATE, resharding): hold it at least
+/// `lease.migrate-grace-ms` here (`Request::Migrated`), replicate that, arm its timer.
+pub fn migrated_key(ctx: &Context, key_name: &[u8]) {
+    let now = ffi::now();
+    let key = ffi::string(ctx.ctx, key_name);
+    let req = Request::Migrated {
+        min_ms: crate::module::config::migrate_grace(),
+    };
+    if let Ok(out) = run_on_key(
+        ctx,
+        key.inner,
+        Mode::Read,
+        &node::snapshot(),
+        now,
+        Call::default(),
+        &req,
+        TimerEntry::Forget,
+    ) {
+        execute(ctx, key.inner, out.effects, now, ffi::CommandArgs::NONE);
+    }
+}
+
 /// Arms a timer for every held lease in every database: after loading (RDB/AOF), on
 /// promotion and after SWAPDB, when leases exist that no command of this process has
 /// touched yet.
