@@ -608,3 +608,36 @@ fn client_restore_holds_a_lease_at_least_the_migrate_grace_and_replicates_it() {
         "after the AOF replay: {pttl} ms, expected ~{left}"
     );
 }
+
+/// Pins what docs/protocol.md §7 warns about (issue 24, item 6): Redis does not abort `EXEC`
+/// when a queued command fails, so `MULTI; LEASE.FENCE key <stale>; SET ...; EXEC` answers
+/// `FENCED` for the FENCE and still commits the SET. `LEASE.FENCE key token SET ...` (one
+/// command) is the form that refuses the write. If Redis ever aborted EXEC here, this test
+/// would fail and the warning could go.
+#[test]
+fn fence_inside_multi_does_not_stop_the_next_queued_write() {
+    let s = start();
+    let mut c = s.connection();
+    let t = acquire(&mut c, "k", "a", 10_000).expect("grant");
+    let stale = (t - 1).to_string();
+    let mut p = redis::pipe();
+    p.atomic()
+        .cmd("LEASE.FENCE")
+        .arg("k")
+        .arg(&stale)
+        .cmd("SET")
+        .arg("data")
+        .arg("v1");
+    let r: redis::RedisResult<redis::Value> = p.query(&mut c);
+    let committed: Option<String> = redis::cmd("GET").arg("data").query(&mut c).expect("get");
+    assert_eq!(
+        committed.as_deref(),
+        Some("v1"),
+        "EXEC aborted after FENCED ({r:?}): the docs' warning is obsolete"
+    );
+    // The one-command form refuses the write.
+    let e = err_of(&mut c, &["LEASE.FENCE", "k", &stale, "SET", "data", "v2"]);
+    assert!(e.starts_with("FENCED"), "{e}");
+    let now: Option<String> = redis::cmd("GET").arg("data").query(&mut c).expect("get");
+    assert_eq!(now.as_deref(), Some("v1"));
+}
