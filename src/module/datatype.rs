@@ -14,9 +14,9 @@
 //!
 //! The loader refuses any other version and anything a healthy save cannot produce
 //! (returns NULL, so `RESTORE` answers "Bad data format" and the server stays up). An expiry
-//! further ahead than any lease can have left is clamped with a warning instead (`to_lease`). It relies
-//! on REDISMODULE_OPTIONS_HANDLE_IO_ERRORS (set at load) so a short or mistyped payload
-//! is an IO error we check, not a server panic.
+//! further ahead than any lease can have left is clamped with a warning instead
+//! (`to_lease`). It relies on REDISMODULE_OPTIONS_HANDLE_IO_ERRORS (set at load) so a short
+//! or mistyped payload is an IO error we check, not a server panic.
 
 use crate::lease::state::PersistedSource;
 use crate::lease::state::OWNER_HARD_CAP;
