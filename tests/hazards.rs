@@ -139,18 +139,40 @@ fn evicting_policy_refuses_grants_warns_and_ends_in_a_grace_period() {
     assert!(e.contains("allkeys-lru"), "{e}");
     // Its holder learns the lease is gone at its next renew.
     assert_eq!(renew(&mut c, "k", "alpha", t, 30_000), 0);
-    // Back to a safe policy: a grace period covers the evicted lease's holder.
-    config_set(&mut c, "lease.grace-ms", "5000");
-    config_set(&mut c, "maxmemory-policy", "noeviction");
+    // Back to a safe policy: a grace period of at least lease.max-ttl (30 s here) covers the
+    // evicted lease's holder, also with lease.grace-ms 0 (an eviction loses state whatever
+    // the persistence; grace-ms 0 is a choice about restarts). maxmemory lifted in the same
+    // CONFIG SET: the fillers keep memory above it (deny-oom commands would answer OOM).
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("noeviction")
+        .arg("maxmemory")
+        .arg("0")
+        .query(&mut c)
+        .expect("CONFIG SET");
     assert_eq!(info_str(&mut c, "evicting").as_deref(), Some("0"));
     let e = err_of(&mut c, &["LEASE.ACQUIRE", "k", "beta", "30000"]);
     assert!(e.starts_with("GRACE "), "{e}");
+    let ms: u64 = e
+        .split(' ')
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("ms left");
+    assert!(ms > 25_000, "grace shorter than lease.max-ttl: {e}");
     assert_eq!(info_field(&mut c, "grace_active"), 1);
-    // volatile-* never evicts a lease key (no TTL): grants are not refused there.
-    config_set(&mut c, "lease.grace-ms", "0");
+    // An explicit lease.grace-ms does not cut it short either.
+    config_set(&mut c, "lease.grace-ms", "1");
+    assert!(info_field(&mut c, "grace_ms_left") > 25_000);
+    // volatile-* never evicts a lease key (no TTL): grants are not refused there (a fresh
+    // server: the grace above runs for 30 s).
+    drop(c);
+    let s2 = RedisServer::start(ServerOptions::default().grace_ms(0));
+    let mut c = s2.connection();
+    config_set(&mut c, "maxmemory", &(used + 2 * 1024 * 1024).to_string());
     config_set(&mut c, "maxmemory-policy", "volatile-lru");
     assert_eq!(info_str(&mut c, "evicting").as_deref(), Some("0"));
-    assert!(acquire(&mut c, "k", "beta", 30_000).expect("grant") > t);
+    assert!(acquire(&mut c, "k", "beta", 30_000).is_some());
 }
 
 /// Would catch: a server started with an evicting policy that grants anyway, or says

@@ -535,7 +535,7 @@ impl Model for LeaseModel {
             config: self.server_cfg,
             token_watermark: 0,
             grace_started_mono_us: 0,
-            grace_max_ttl_ms: 0,
+            ..Node::default()
         };
         let server = Server {
             up: true,
@@ -766,7 +766,7 @@ impl Model for LeaseModel {
                     config: self.server_cfg,
                     token_watermark: 0,
                     grace_started_mono_us: 0,
-                    grace_max_ttl_ms: 0,
+                    ..Node::default()
                 }
                 .start_grace(now);
                 st.repl.clear();

@@ -700,7 +700,7 @@ impl Model for QuorumModel {
                 config: self.server_cfg,
                 token_watermark: 0,
                 grace_started_mono_us: 0,
-                grace_max_ttl_ms: 0,
+                ..Node::default()
             },
             lease: None,
         };
@@ -885,7 +885,7 @@ impl Model for QuorumModel {
                         config: self.server_cfg,
                         token_watermark: 0,
                         grace_started_mono_us: 0,
-                        grace_max_ttl_ms: 0,
+                        ..Node::default()
                     }
                     .start_grace(now),
                     lease: None,
@@ -905,7 +905,7 @@ impl Model for QuorumModel {
                         config: self.server_cfg,
                         token_watermark: lease.as_ref().map_or(0, |l| l.last_token()),
                         grace_started_mono_us: 0,
-                        grace_max_ttl_ms: 0,
+                        ..Node::default()
                     }
                     .start_grace(now),
                     lease,

@@ -15,9 +15,12 @@ pub struct Node {
     pub token_watermark: u64,
     /// Monotonic µs at which the current grace period started (module load or promotion).
     pub grace_started_mono_us: u64,
-    /// `lease.max-ttl` in force when the current grace started: a grace that follows
-    /// `lease.max-ttl` (`lease.grace-ms -1`) never gets shorter than it (see `grace_len_ms`).
-    pub grace_max_ttl_ms: u64,
+    /// The `lease.max-ttl` in force when the running grace started: its length never drops
+    /// below it while it follows max-ttl (`lease.grace-ms -1`), or at all after lost state
+    /// (`grace_after_lost_state`). See `grace_len_ms`.
+    pub grace_floor_ms: u64,
+    /// The running grace was started by `start_grace_for_lost_state`.
+    pub grace_after_lost_state: bool,
 }
 
 impl Node {
@@ -31,18 +34,19 @@ impl Node {
         Grace::starting_at(self.grace_started_mono_us).ms_left(now.mono_us, self.grace_len_ms())
     }
 
-    /// Length of the running grace. An explicit `lease.grace-ms` is the operator's choice and
-    /// applies at once (lowering it shortens a running grace, 0 ends it). Following
-    /// `lease.max-ttl` (-1), it is the larger of the max-ttl in force now and when the grace
-    /// started. SAFETY (issue 24): the grace must outlast leases granted elsewhere under the
-    /// limit in force then; lowering `lease.max-ttl` during it bounds only leases granted
-    /// from now on, so it must not cut the grace (it did: 30 s became 2 s).
+    /// Length of the running grace: `lease.grace-ms` in force now (or `lease.max-ttl` for
+    /// -1), but at least `grace_floor_ms`. An explicit `lease.grace-ms` on a start or
+    /// promotion grace is the operator's choice and applies at once (lowering it shortens a
+    /// running grace, 0 ends it). SAFETY (issue 24): a grace that follows `lease.max-ttl` must
+    /// outlast leases granted elsewhere under the limit in force when it started; lowering
+    /// max-ttl during it bounds only leases granted from now on, so it must not cut the grace
+    /// (it did: 30 s became 2 s). Raising max-ttl lengthens it.
+    /// After lost state (eviction) the floor holds whatever `lease.grace-ms` says.
     pub fn grace_len_ms(&self) -> u64 {
-        let g = self.config.grace_ms();
-        if self.config.grace_ms < 0 {
-            g.max(self.grace_max_ttl_ms)
+        if self.config.grace_ms < 0 || self.grace_after_lost_state {
+            self.config.grace_ms().max(self.grace_floor_ms)
         } else {
-            g
+            self.config.grace_ms()
         }
     }
 
@@ -53,8 +57,21 @@ impl Node {
     pub fn start_grace(self, now: Now) -> Node {
         Node {
             grace_started_mono_us: now.mono_us,
-            grace_max_ttl_ms: self.config.max_ttl.max(0) as u64,
+            grace_floor_ms: self.config.max_ttl.max(0) as u64,
+            grace_after_lost_state: false,
             ..self
+        }
+    }
+
+    /// A grace after this server lost lease state no persistence setting protects (leases
+    /// evicted under an `allkeys-*` policy): at least the `lease.max-ttl` in force now,
+    /// whatever `lease.grace-ms` says, since any lease it lost was granted for at most that
+    /// long and may have been renewed just before it was lost. `lease.grace-ms` below max-ttl
+    /// is a choice about restarts with reliable persistence; it does not cover this.
+    pub fn start_grace_for_lost_state(self, now: Now) -> Node {
+        Node {
+            grace_after_lost_state: true,
+            ..self.start_grace(now)
         }
     }
 }
@@ -96,5 +113,15 @@ mod tests {
         n.config.max_ttl = 2_000;
         let n = n.start_grace(t1);
         assert_eq!(n.grace_len_ms(), 2_000);
+        // After lost state (eviction): at least max-ttl, also with an explicit grace-ms.
+        let mut lost = n;
+        lost.config.grace_ms = 0;
+        assert_eq!(lost.start_grace(t1).grace_len_ms(), 0);
+        let mut lost = lost.start_grace_for_lost_state(t1);
+        assert_eq!(lost.grace_ms_left(t1), 2_000);
+        lost.config.grace_ms = 1;
+        assert_eq!(lost.grace_ms_left(t1), 2_000, "grace-ms does not cut it");
+        lost.config.grace_ms = 5_000;
+        assert_eq!(lost.grace_ms_left(t1), 5_000);
     }
 }

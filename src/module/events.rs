@@ -42,10 +42,11 @@ fn on_config_changed(ctx: &Context, names: &[&str]) {
             timers::arm_grace_timer(ctx);
         }
         // SAFETY (issue 24): while the policy could evict lease keys no grant was made, but
-        // a lease evicted meanwhile may still be live in its holder's view; a grace period
-        // (as after a restart) outlasts it before anyone else is granted.
+        // a lease evicted meanwhile may still be live in its holder's view (renewed just
+        // before it was evicted, for up to lease.max-ttl); a grace of at least max-ttl,
+        // whatever lease.grace-ms says, outlasts it before anyone else is granted.
         if names.iter().any(|n| policy::concerns(n)) && policy::refresh(ctx) {
-            timers::start_grace(ctx, "maxmemory-policy no longer evicts lease keys");
+            timers::start_grace_for_lost_state(ctx, "maxmemory-policy no longer evicts lease keys");
         }
     })
 }
