@@ -77,6 +77,8 @@ fn load(ctx: &Context, args: &[RedisString]) -> Result<(), String> {
         c.grace_ms(),
         l.max_owner_len
     ));
+    // Warns (and refuses grants) when the server starts with an evicting policy (issue 24).
+    module::policy::refresh(ctx);
     timers::start_grace(ctx, "server start");
     Ok(())
 }

@@ -315,6 +315,8 @@ fn set(cfg: &mut Config, name: &str, v: i64) {
     match name {
         "max-ttl" => cfg.max_ttl = v,
         "grace-ms" => cfg.grace_ms = v,
+        // Not part of `Config` (read by the module's RESTORE hook only).
+        "migrate-grace-ms" => {}
         _ => cfg.max_owner_len = v,
     }
 }

@@ -734,6 +734,7 @@ impl Model for LeaseModel {
             config: self.server_cfg,
             token_watermark: 0,
             grace_started_mono_us: 0,
+            ..Node::default()
         };
         let server = Server {
             up: true,
@@ -945,6 +946,7 @@ impl Model for LeaseModel {
                     config: self.server_cfg,
                     token_watermark: 0,
                     grace_started_mono_us: 0,
+                    ..Node::default()
                 }
                 .start_grace(now);
                 st.repl.clear();

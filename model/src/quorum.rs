@@ -879,6 +879,7 @@ impl Model for QuorumModel {
                 config: self.server_cfg,
                 token_watermark: 0,
                 grace_started_mono_us: 0,
+                ..Node::default()
             },
             lease: None,
             ident: 0,
@@ -1113,6 +1114,7 @@ impl Model for QuorumModel {
                         config: self.server_cfg,
                         token_watermark: 0,
                         grace_started_mono_us: 0,
+                        ..Node::default()
                     }
                     .start_grace(now),
                     lease: None,
@@ -1157,6 +1159,7 @@ impl Model for QuorumModel {
                         config: self.server_cfg,
                         token_watermark: lease.as_ref().map_or(0, |l| l.last_token()),
                         grace_started_mono_us: 0,
+                        ..Node::default()
                     }
                     .start_grace(now),
                     lease,

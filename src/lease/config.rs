@@ -12,13 +12,28 @@ pub const DEFAULT_MAX_OWNER_LEN: i64 = 256;
 /// lease the old one could have granted).
 pub const DEFAULT_GRACE_MS: i64 = -1;
 
+/// -1 = follow `lease.max-ttl` (a migrated lease stays held at least as long as any lease
+/// can have left on its source, whatever the two wall clocks say).
+pub const DEFAULT_MIGRATE_GRACE_MS: i64 = -1;
+
 /// (name, min, max). max-ttl stays below 2^31 ms (~24.8 days) so deadline arithmetic has
 /// headroom everywhere; the owner cap matches the loader's hard cap.
-pub const BOUNDS: [(&str, i64, i64); 3] = [
+pub const BOUNDS: [(&str, i64, i64); 4] = [
     ("max-ttl", 1, i32::MAX as i64),
     ("grace-ms", -1, i32::MAX as i64),
     ("max-owner-len", 1, OWNER_HARD_CAP as i64),
+    ("migrate-grace-ms", -1, i32::MAX as i64),
 ];
+
+/// The floor `lease.migrate-grace-ms` sets on a migrated lease's remaining time: the
+/// setting, or `max_ttl` when it is -1.
+pub fn migrate_grace_ms(setting: i64, max_ttl: i64) -> u64 {
+    if setting < 0 {
+        max_ttl.max(0) as u64
+    } else {
+        setting as u64
+    }
+}
 
 /// The configuration in force, as Redis stores it (`grace_ms` may be -1).
 // `Hash`: the model checker (model/) stores this in its hashed states.
@@ -128,5 +143,8 @@ mod tests {
         c.max_ttl = 5;
         assert_eq!(c.grace_ms(), 5);
         assert_eq!(c.limits().max_ttl_ms, 5);
+        assert_eq!(migrate_grace_ms(-1, 5), 5);
+        assert_eq!(migrate_grace_ms(0, 5), 0);
+        assert_eq!(migrate_grace_ms(7, 5), 7);
     }
 }

@@ -42,6 +42,13 @@ pub enum LeaseError {
     /// The token space (2^53) is exhausted for this key; cannot happen before year ~2255 with
     /// the wall-clock rule, but never wrap silently.
     TokenSpaceExhausted,
+    /// A command that writes lease state, sent by a client to a replica (also a writable
+    /// one, `replica-read-only no`): only the primary decides (issue 24). `READONLY` is the
+    /// code clients already map to "talk to the primary".
+    ReadOnlyReplica,
+    /// `LEASE.ACQUIRE` while `maxmemory-policy` (carried) may evict lease keys: an eviction
+    /// is a silent forced release, so nothing is granted (issue 24).
+    EvictingPolicy(String),
 }
 
 impl fmt::Display for LeaseError {
@@ -88,6 +95,14 @@ impl fmt::Display for LeaseError {
             LeaseError::TokenSpaceExhausted => {
                 write!(f, "ERR token space exhausted for this key (2^53)")
             }
+            LeaseError::ReadOnlyReplica => write!(
+                f,
+                "READONLY lease commands that write are refused on a replica (also with replica-read-only no): send them to the primary"
+            ),
+            LeaseError::EvictingPolicy(policy) => write!(
+                f,
+                "ERR no lease is granted while maxmemory-policy is {policy}: it can evict a held lease (a silent forced release); use noeviction or a volatile-* policy"
+            ),
         }
     }
 }
@@ -118,6 +133,8 @@ mod tests {
             LeaseError::NoReplicas,
             LeaseError::TokenBelow,
             LeaseError::TokenSpaceExhausted,
+            LeaseError::ReadOnlyReplica,
+            LeaseError::EvictingPolicy("allkeys-lru".into()),
         ];
         for e in all {
             let s = e.to_string();

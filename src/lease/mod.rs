@@ -4,9 +4,10 @@
 //! (`src/module/`) parses through the command table, calls `engine::handle`, and its
 //! executor carries out the effects.
 //!
-//! Layering (each file uses only those above it): error, slot → state → request → args →
-//! config → node → engine.
+//! Layering (each file uses only those above it): error, slot → state → request → admit →
+//! args → config → node → engine.
 
+pub mod admit;
 pub mod args;
 pub mod config;
 pub mod engine;

@@ -46,4 +46,7 @@ pub enum Request<'a> {
     /// A lease this process has not touched yet (loaded, promoted, renamed, SWAPDB): make
     /// sure its expiry timer is armed.
     Rearm,
+    /// A lease that arrived by a client's `RESTORE` (MIGRATE, resharding; not loading, not
+    /// replication): held for at least `min_ms` (`lease.migrate-grace-ms`), then as `Rearm`.
+    Migrated { min_ms: u64 },
 }

@@ -595,8 +595,25 @@ impl Lease {
     }
 
     /// Builds a lease from loaded fields; `None` for anything a healthy save cannot produce,
-    /// so a corrupt or hostile payload is refused instead of becoming state.
+    /// so a corrupt or hostile payload is refused instead of becoming state. An expiry more
+    /// than `TTL_HARD_CAP_MS` away is clamped to the cap (see `load_persisted`).
     pub fn from_persisted(p: Persisted, now: Now) -> Option<Lease> {
+        Self::load_persisted(p, now, TTL_HARD_CAP_MS).map(|(lease, _)| lease)
+    }
+
+    /// `from_persisted`, with the remaining time of a held lease whose saved expiry lies
+    /// more than `TTL_HARD_CAP_MS` beyond `now.wall_ms` set to `clamp_ms` (at most the cap);
+    /// the second value is then `Some(saved remaining ms)`, for the caller's warning.
+    ///
+    /// Why clamp, not refuse (issue 24): no lease is ever granted for more than the cap, so
+    /// such an expiry says only that the saving and the loading server's wall clocks
+    /// disagree by weeks. Refusing made the whole RDB unloadable (the server would not
+    /// start, a replica could not full-sync, MIGRATE answered `Bad data format`), and the
+    /// obvious recovery, deleting the RDB, lost every key's token history. The true time
+    /// left is at most the TTL it was granted with, so `lease.max-ttl` (the module passes it)
+    /// is enough for its holder on the assumption grace already rests on: the granting
+    /// server's `lease.max-ttl` was not above this one's. Structural checks stay refusals.
+    pub fn load_persisted(p: Persisted, now: Now, clamp_ms: u64) -> Option<(Lease, Option<u64>)> {
         if p.token >= TOKEN_LIMIT {
             return None;
         }
@@ -607,15 +624,42 @@ impl Lease {
             // Clamped below the bookkeeping bit (only a hostile payload gets near it).
             grants: p.grants.min(GRANTS_MAX),
         };
+        let mut clamped = None;
         if let Some((owner, wall)) = p.held {
-            let too_far = wall.saturating_sub(now.wall_ms) > TTL_HARD_CAP_MS;
-            if owner.is_empty() || owner.len() > OWNER_HARD_CAP || p.token == 0 || too_far {
+            if owner.is_empty() || owner.len() > OWNER_HARD_CAP || p.token == 0 {
                 return None;
             }
             lease.owner = Owner::new(&owner);
-            lease.expires_mono_us = Self::mono_deadline(wall, now);
+            let rem_ms = wall.saturating_sub(now.wall_ms);
+            lease.expires_mono_us = if rem_ms > TTL_HARD_CAP_MS {
+                clamped = Some(rem_ms);
+                now.mono_us
+                    .saturating_add(ms_to_us(clamp_ms.min(TTL_HARD_CAP_MS)))
+            } else {
+                Self::mono_deadline(wall, now)
+            };
         }
-        Some(lease)
+        Some((lease, clamped))
+    }
+
+    /// A held lease that arrived from another server (MIGRATE, a client's RESTORE) stays
+    /// held for at least `min_ms` from `now`; true if its deadline moved. Its remaining time
+    /// came from the source's absolute wall-clock expiry read against this server's wall
+    /// clock, so a target clock ahead by `s` makes it `s` shorter than on the source (a
+    /// second owner could be granted while the first still leads). The source's time left
+    /// is at most its `lease.max-ttl`, so a floor of that much covers any skew. A lease that
+    /// had just lapsed on the source but was not yet freed when it was dumped is held again
+    /// for this time: nobody else held it in between, and only its own holder can use it.
+    pub fn hold_at_least(&mut self, now: Now, min_ms: u64) -> bool {
+        let floor = now
+            .mono_us
+            .saturating_add(ms_to_us(min_ms.min(TTL_HARD_CAP_MS)));
+        if self.is_held() && self.expires_mono_us < floor {
+            self.set_deadline(floor);
+            true
+        } else {
+            false
+        }
     }
 
     /// Heap + inline bytes, for `MEMORY USAGE`.
@@ -1056,8 +1100,6 @@ mod tests {
             (u64::MAX, None),
             (TOKEN_LIMIT, Some((&b"a"[..], WALL0 + 10))),
             (0, Some((&b"a"[..], WALL0 + 10))),
-            // Expiry beyond the TTL cap from the load's wall clock.
-            (5, Some((&b"a"[..], WALL0 + 1000 + TTL_HARD_CAP_MS + 1))),
         ] {
             let mut b = Vec::new();
             encode_v2(token, 1, held, &mut b);
@@ -1067,6 +1109,34 @@ mod tests {
                 "{token} {held:?}"
             );
         }
+        // An expiry beyond the TTL cap from the load's wall clock (the loading server's clock
+        // weeks behind) loads, its remaining time clamped, its token kept (issue 24).
+        let far = WALL0 + 1000 + TTL_HARD_CAP_MS + 1;
+        let mut b = Vec::new();
+        encode_v2(5, 3, Some((&b"a"[..], far)), &mut b);
+        let p = Persisted::decode_v2(&b).expect("structurally fine");
+        let (l, clamped) = Lease::load_persisted(p.clone(), at(1000), 30_000).expect("loads");
+        assert_eq!(clamped, Some(TTL_HARD_CAP_MS + 1));
+        assert_eq!(
+            l.holder(at(1000))
+                .map(|h| (h.owner.to_vec(), h.token, h.pttl_ms)),
+            Some((b"a".to_vec(), 5, 30_000))
+        );
+        assert_eq!(l.grants(), 3);
+        let l = Lease::from_persisted(p, at(1000)).expect("loads");
+        assert_eq!(l.holder(at(1000)).map(|h| h.pttl_ms), Some(TTL_HARD_CAP_MS));
+        // Within the cap nothing is clamped.
+        let mut b = Vec::new();
+        encode_v2(
+            5,
+            3,
+            Some((&b"a"[..], WALL0 + 1000 + TTL_HARD_CAP_MS)),
+            &mut b,
+        );
+        let p = Persisted::decode_v2(&b).expect("structurally fine");
+        let (l, clamped) = Lease::load_persisted(p, at(1000), 30_000).expect("loads");
+        assert_eq!(clamped, None);
+        assert_eq!(l.holder(at(1000)).map(|h| h.pttl_ms), Some(TTL_HARD_CAP_MS));
         // The largest valid token loads.
         let mut b = Vec::new();
         encode_v2(TOKEN_LIMIT - 1, 1, None, &mut b);

@@ -12,7 +12,8 @@
 //! says so at every load, naming both values and the winner.
 
 use crate::lease::config::{
-    Config, BOUNDS, DEFAULT_GRACE_MS, DEFAULT_MAX_OWNER_LEN, DEFAULT_MAX_TTL,
+    migrate_grace_ms, Config, BOUNDS, DEFAULT_GRACE_MS, DEFAULT_MAX_OWNER_LEN, DEFAULT_MAX_TTL,
+    DEFAULT_MIGRATE_GRACE_MS,
 };
 use redis_module::{raw, Context};
 use std::ffi::CString;
@@ -22,6 +23,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 pub static MAX_TTL: AtomicI64 = AtomicI64::new(DEFAULT_MAX_TTL);
 pub static GRACE_MS: AtomicI64 = AtomicI64::new(DEFAULT_GRACE_MS);
 pub static MAX_OWNER_LEN: AtomicI64 = AtomicI64::new(DEFAULT_MAX_OWNER_LEN);
+/// `lease.migrate-grace-ms` (issue 24): read by the RESTORE hook only, so not in `Config`.
+pub static MIGRATE_GRACE_MS: AtomicI64 = AtomicI64::new(DEFAULT_MIGRATE_GRACE_MS);
 
 pub fn snapshot() -> Config {
     Config {
@@ -31,12 +34,21 @@ pub fn snapshot() -> Config {
     }
 }
 
+/// The floor on a migrated lease's remaining time now (`lease.migrate-grace-ms`).
+pub fn migrate_grace() -> u64 {
+    migrate_grace_ms(
+        MIGRATE_GRACE_MS.load(Ordering::Relaxed),
+        MAX_TTL.load(Ordering::Relaxed),
+    )
+}
+
 /// (atomic, built-in default) of each name of `BOUNDS`.
 fn var(name: &str) -> Option<(&'static AtomicI64, i64)> {
     match name {
         "max-ttl" => Some((&MAX_TTL, DEFAULT_MAX_TTL)),
         "grace-ms" => Some((&GRACE_MS, DEFAULT_GRACE_MS)),
         "max-owner-len" => Some((&MAX_OWNER_LEN, DEFAULT_MAX_OWNER_LEN)),
+        "migrate-grace-ms" => Some((&MIGRATE_GRACE_MS, DEFAULT_MIGRATE_GRACE_MS)),
         _ => None,
     }
 }

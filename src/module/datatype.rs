@@ -13,9 +13,10 @@
 //! A build that knows only v1 refuses a v2 value (docs/operations.md: upgrade replicas first).
 //!
 //! The loader refuses any other version and anything a healthy save cannot produce
-//! (returns NULL, so `RESTORE` answers "Bad data format" and the server stays up). It relies
-//! on REDISMODULE_OPTIONS_HANDLE_IO_ERRORS (set at load) so a short or mistyped payload
-//! is an IO error we check, not a server panic.
+//! (returns NULL, so `RESTORE` answers "Bad data format" and the server stays up). An expiry
+//! further ahead than any lease can have left is clamped with a warning instead
+//! (`to_lease`). It relies on REDISMODULE_OPTIONS_HANDLE_IO_ERRORS (set at load) so a short
+//! or mistyped payload is an IO error we check, not a server panic.
 
 use crate::lease::state::PersistedSource;
 use crate::lease::state::OWNER_HARD_CAP;
@@ -112,13 +113,50 @@ impl PersistedSource for Io {
 }
 
 fn load_v1(io: *mut raw::RedisModuleIO) -> Option<Lease> {
-    Lease::from_persisted(Persisted::decode_v1(&mut Io(io))?, ffi::now())
+    let p = Persisted::decode_v1(&mut Io(io))?;
+    to_lease(io, p)
 }
 
 fn load_v2(io: *mut raw::RedisModuleIO) -> Option<Lease> {
     // Decoded in place from Redis' buffer (freed when `buf` drops): only the owner is copied.
     let buf = raw::load_string_buffer(io).ok()?;
-    Lease::from_persisted(Persisted::decode_v2(buf.as_ref())?, ffi::now())
+    let p = Persisted::decode_v2(buf.as_ref())?;
+    to_lease(io, p)
+}
+
+/// The checked lease of a decoded value. A held lease whose saved expiry lies beyond what
+/// any lease can have left (this server's wall clock weeks behind the saver's) is loaded
+/// with `lease.max-ttl` left and a warning, not refused (`Lease::load_persisted` says why).
+fn to_lease(io: *mut raw::RedisModuleIO, p: Persisted) -> Option<Lease> {
+    let max_ttl = crate::module::config::snapshot().limits().max_ttl_ms;
+    let (lease, clamped) = Lease::load_persisted(p, ffi::now(), max_ttl)?;
+    if let Some(saved_ms) = clamped {
+        warn_clamped(io, saved_ms, max_ttl);
+    }
+    Some(lease)
+}
+
+fn warn_clamped(io: *mut raw::RedisModuleIO, saved_ms: u64, max_ttl: u64) {
+    // SAFETY: reading a function pointer Redis filled in at module load; `io` is the loader's.
+    let name = unsafe { raw::RedisModule_GetKeyNameFromIO.map(|f| f(io)) }
+        .filter(|k| !k.is_null())
+        .map(|k| {
+            crate::lease::args::printable(redis_module::RedisString::string_as_slice(k.cast_mut()))
+        })
+        .unwrap_or_else(|| "?".into());
+    let msg = format!(
+        "lease: key '{name}': the saved expiry lies {} days beyond this server's wall clock (clock behind the saving server's?); loaded as held for lease.max-ttl ({max_ttl} ms) instead, token history kept",
+        saved_ms / 86_400_000
+    );
+    let Ok(msg) = std::ffi::CString::new(msg) else {
+        return;
+    };
+    // SAFETY: `%s` with a NUL-terminated string we own; `io` is the loader's.
+    unsafe {
+        if let Some(log) = raw::RedisModule_LogIOError {
+            log(io, c"warning".as_ptr(), c"%s".as_ptr(), msg.as_ptr());
+        }
+    }
 }
 
 unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mut c_void {

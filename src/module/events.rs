@@ -4,8 +4,8 @@
 //! lease to a new name (its expiry timer must follow).
 
 use crate::module::guard::guard;
-use crate::module::{blocking, executor, ffi, server, timers};
-use redis_module::{raw, Context};
+use crate::module::{blocking, executor, ffi, policy, server, timers};
+use redis_module::{raw, Context, ContextFlags};
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -35,6 +35,16 @@ fn on_config_changed(ctx: &Context, names: &[&[u8]]) {
     if names.iter().any(|n| n.starts_with(b"lease.")) {
         timers::arm_grace_timer(ctx);
     }
+    // SAFETY (issue 24): while the policy could evict lease keys no grant was made, but a
+    // lease evicted meanwhile may still be live in its holder's view (renewed just before it
+    // was evicted, for up to lease.max-ttl); a grace of at least max-ttl, whatever
+    // lease.grace-ms says, outlasts it before anyone else is granted.
+    let policy_changed = names
+        .iter()
+        .any(|n| std::str::from_utf8(n).is_ok_and(policy::concerns));
+    if policy_changed && policy::refresh(ctx) {
+        timers::start_grace_for_lost_state(ctx, "maxmemory-policy no longer evicts lease keys");
+    }
 }
 
 /// Generic keyspace events: a held lease arriving under a new name (RENAME, COPY, RESTORE,
@@ -43,6 +53,13 @@ fn on_config_changed(ctx: &Context, names: &[&[u8]]) {
 /// at once (`blocking::unblock_waiters`) instead of waiting until their BLOCK timeout.
 fn on_generic_event(ctx: &Context, event: &[u8], key: &[u8]) {
     match event {
+        // A primary's RESTORE outside loading comes from a client: MIGRATE (resharding) or
+        // a manual DUMP/RESTORE from another server, whose wall clock may differ (issue 24).
+        b"restore"
+            if server::is_primary(ctx) && !ctx.get_flags().contains(ContextFlags::LOADING) =>
+        {
+            executor::migrated_key(ctx, key)
+        }
         b"rename_to" | b"copy_to" | b"restore" | b"move_to" if server::is_primary(ctx) => {
             executor::rearm_key(ctx, key)
         }

@@ -8,6 +8,7 @@
 //! `crate::lease::engine::handle`, stores what it says and closes the key → `execute` walks
 //! the effects in order → `reply`.
 
+use crate::lease::admit::Facts;
 use crate::lease::engine::{self, Call, Counter, Effect, Outcome, Reply, Store};
 use crate::lease::request::Request;
 use crate::lease::{LeaseError, Now};
@@ -16,7 +17,7 @@ use crate::module::guard::guard;
 use crate::module::keys::{self, LeaseKey, Mode};
 use crate::module::table::{Command, COMMANDS};
 use crate::module::timers;
-use crate::module::{counters, fenced, ffi, node, server};
+use crate::module::{counters, fenced, ffi, node, policy, server};
 use redis_module::{raw, Context, ContextFlags, RedisError, RedisString, RedisValue};
 use std::os::raw::c_int;
 
@@ -82,6 +83,12 @@ fn run_command(ctx: &Context, spec: &Command, argv: &[*mut raw::RedisModuleStrin
         Ok(r) => r,
         Err(e) => return reply(ctx, Reply::Error(e)),
     };
+    // LEASE.APPLY is the replica's hot path and never a client's (the engine refuses it).
+    if spec.write && !matches!(req, Request::Apply(_)) {
+        if let Err(e) = admit(ctx, &req) {
+            return reply(ctx, Reply::Error(e));
+        }
+    }
     let call = call_context(ctx, &req);
     let now = ffi::now();
     let key = argv[1];
@@ -108,6 +115,20 @@ fn run_command(ctx: &Context, spec: &Command, argv: &[*mut raw::RedisModuleStrin
         };
     }
     reply(ctx, out.reply)
+}
+
+/// Server-level refusals (`crate::lease::admit`): a lease write from a client of a replica,
+/// a grant while eviction can delete lease keys (issue 24). One context-flags call per write
+/// command; the policy is cached (`policy`).
+fn admit(ctx: &Context, req: &Request<'_>) -> Result<(), LeaseError> {
+    let flags = ctx.get_flags();
+    let evicting = policy::evicting();
+    let facts = Facts {
+        replica_client: flags.contains(ContextFlags::SLAVE)
+            && !flags.intersects(ContextFlags::REPLICATED | ContextFlags::LOADING),
+        evicting_policy: evicting.as_deref(),
+    };
+    crate::lease::admit::admit(req, facts)
 }
 
 /// Reads only the context flags a request needs (one FFI call, skipped on the hot paths).
@@ -378,6 +399,10 @@ unsafe extern "C" fn on_ready(
             owner: &w.owner,
             ttl_ms: w.ttl_ms,
         };
+        // Blocked on a primary that has since become a replica: never granted here.
+        if let Err(e) = admit(&context, &req) {
+            return reply(&context, Reply::Error(e));
+        }
         let now = ffi::now();
         match run_on_key(
             &context,
@@ -485,6 +510,28 @@ pub fn rearm_key(ctx: &Context, key_name: &[u8]) {
         now,
         Call::default(),
         &Request::Rearm,
+        TimerEntry::Forget,
+    ) {
+        execute(ctx, key.inner, out.effects, now, ffi::CommandArgs::NONE);
+    }
+}
+
+/// A held lease arrived by a client's `RESTORE` (MIGRATE, resharding): hold it at least
+/// `lease.migrate-grace-ms` here (`Request::Migrated`), replicate that, arm its timer.
+pub fn migrated_key(ctx: &Context, key_name: &[u8]) {
+    let now = ffi::now();
+    let key = ffi::string(ctx.ctx, key_name);
+    let req = Request::Migrated {
+        min_ms: crate::module::config::migrate_grace(),
+    };
+    if let Ok(out) = run_on_key(
+        ctx,
+        key.inner,
+        Mode::Read,
+        &node::snapshot(),
+        now,
+        Call::default(),
+        &req,
         TimerEntry::Forget,
     ) {
         execute(ctx, key.inner, out.effects, now, ffi::CommandArgs::NONE);

@@ -5,7 +5,8 @@
 //! checks the whole crate):
 //! - `ffi`, `guard`, `config`, `counters`: raw calls, the panic guard, CONFIG atomics, INFO
 //!   counters; `duekey`: the packed (db, key) of an expiry-timer entry.
-//! - `node`: this process' token watermark and grace start; `server`: questions to Redis.
+//! - `node`: this process' token watermark and grace start; `server`: questions to Redis;
+//!   `policy`: whether the eviction policy can delete lease keys.
 //! - `datatype` (RDB/AOF/DUMP callbacks) → `keys` (the one way to open a lease key).
 //! - `blocking` (BLOCKed acquirers) → `timers` (expiry and grace timers); `fenced` (the
 //!   command run by LEASE.FENCE); `table` (one row per command).
@@ -26,6 +27,7 @@ pub mod guard;
 pub mod info;
 pub mod keys;
 pub mod node;
+pub mod policy;
 pub mod register;
 pub mod server;
 pub mod table;

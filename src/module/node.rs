@@ -5,18 +5,24 @@
 use crate::lease::node::Node;
 use crate::lease::Now;
 use crate::module::config;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// See `Node::token_watermark`.
 static TOKEN_WATERMARK: AtomicU64 = AtomicU64::new(0);
 /// See `Node::grace_started_mono_us`.
 static GRACE_START_US: AtomicU64 = AtomicU64::new(0);
+/// See `Node::grace_floor_ms`.
+static GRACE_FLOOR_MS: AtomicU64 = AtomicU64::new(0);
+/// See `Node::grace_after_lost_state`.
+static GRACE_AFTER_LOST_STATE: AtomicBool = AtomicBool::new(false);
 
 pub fn snapshot() -> Node {
     Node {
         config: config::snapshot(),
         token_watermark: TOKEN_WATERMARK.load(Ordering::Relaxed),
         grace_started_mono_us: GRACE_START_US.load(Ordering::Relaxed),
+        grace_floor_ms: GRACE_FLOOR_MS.load(Ordering::Relaxed),
+        grace_after_lost_state: GRACE_AFTER_LOST_STATE.load(Ordering::Relaxed),
     }
 }
 
@@ -24,10 +30,17 @@ pub fn observe_token(token: u64) {
     TOKEN_WATERMARK.fetch_max(token, Ordering::Relaxed);
 }
 
-/// Records a new grace start (see `Node::start_grace` for why).
-pub fn set_grace_start(now: Now) {
-    let n = snapshot().start_grace(now);
+/// Records a new grace start (see `Node::start_grace` for why; `lost_state`:
+/// `Node::start_grace_for_lost_state`).
+pub fn set_grace_start(now: Now, lost_state: bool) {
+    let n = if lost_state {
+        snapshot().start_grace_for_lost_state(now)
+    } else {
+        snapshot().start_grace(now)
+    };
     GRACE_START_US.store(n.grace_started_mono_us, Ordering::Relaxed);
+    GRACE_FLOOR_MS.store(n.grace_floor_ms, Ordering::Relaxed);
+    GRACE_AFTER_LOST_STATE.store(n.grace_after_lost_state, Ordering::Relaxed);
 }
 
 pub fn grace_ms_left(now: Now) -> u64 {

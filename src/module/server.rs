@@ -27,12 +27,17 @@ pub fn database_count(ctx: &Context) -> i32 {
 
 /// A numeric server setting, via `CONFIG GET name` -> ["name", "value"].
 fn config_u64(ctx: &Context, name: &str) -> Option<u64> {
+    config_string(ctx, name).and_then(|s| s.parse().ok())
+}
+
+/// A server setting as text, via `CONFIG GET name` -> ["name", "value"].
+pub fn config_string(ctx: &Context, name: &str) -> Option<String> {
     match ctx.call("CONFIG", &["GET", name]) {
         Ok(RedisValue::Array(v)) => v.get(1).and_then(|x| match x {
-            RedisValue::SimpleString(s) => s.parse().ok(),
-            RedisValue::BulkString(s) => s.parse().ok(),
-            RedisValue::BulkRedisString(s) => s.to_string_lossy().parse().ok(),
-            RedisValue::StringBuffer(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()),
+            RedisValue::SimpleString(s) => Some(s.clone()),
+            RedisValue::BulkString(s) => Some(s.clone()),
+            RedisValue::BulkRedisString(s) => Some(s.to_string_lossy()),
+            RedisValue::StringBuffer(b) => std::str::from_utf8(b).ok().map(str::to_string),
             _ => None,
         }),
         _ => None,

@@ -324,9 +324,19 @@ pub fn overdue(now: Now) -> bool {
 
 /// Starts a grace period now (module load, promotion; see `Node::start_grace` for why).
 pub fn start_grace(ctx: &Context, why: &str) {
+    begin_grace(ctx, why, false);
+}
+
+/// Starts a grace period of at least `lease.max-ttl` now: leases were lost in a way no
+/// persistence setting covers (eviction; `Node::start_grace_for_lost_state`).
+pub fn start_grace_for_lost_state(ctx: &Context, why: &str) {
+    begin_grace(ctx, why, true);
+}
+
+fn begin_grace(ctx: &Context, why: &str, lost_state: bool) {
     let now = ffi::now();
-    node::set_grace_start(now);
-    let ms = node::snapshot().config.grace_ms();
+    node::set_grace_start(now, lost_state);
+    let ms = node::snapshot().grace_len_ms();
     if ms > 0 {
         ctx.log_notice(&format!(
             "lease: grace period of {ms} ms started ({why}): no new lease is granted until it ends"

@@ -71,3 +71,42 @@ fn rearm_arms_held_leases_only() {
     let (_, _, fx) = run(&node(), None, at(10), client(), Request::Rearm);
     assert!(fx.is_empty());
 }
+
+/// A lease that arrived by a client's RESTORE is held at least `min_ms` from its arrival
+/// (issue 24: a target clock ahead of the source's shortened it); the floor is replicated,
+/// a lease already longer is left alone, a free one stays free.
+#[test]
+fn migrated_lease_is_held_at_least_the_floor() {
+    let (held, t) = held_by("a", 0, 100);
+    let req = Request::Migrated { min_ms: 1000 };
+    let (_, after, fx) = run(&node(), Some(held), at(10), client(), req.clone());
+    assert_eq!(
+        fx,
+        vec![
+            Replicate(Apply::Hold {
+                owner: b"a".to_vec(),
+                token: t,
+                expires_wall_ms: WALL0 + 1010,
+            }),
+            ArmTimer {
+                deadline_mono_us: deadline(10, 1000)
+            }
+        ]
+    );
+    assert_eq!(
+        after.and_then(|l| l.holder(at(1009)).map(|h| h.token)),
+        Some(t)
+    );
+    let (long, _) = held_by("a", 0, 5000);
+    let (_, _, fx) = run(&node(), Some(long), at(10), client(), req.clone());
+    assert_eq!(
+        fx,
+        vec![ArmTimer {
+            deadline_mono_us: deadline(0, 5000)
+        }]
+    );
+    let (_, free, fx) = run(&node(), Some(Lease::new()), at(10), client(), req.clone());
+    assert!(fx.is_empty() && free.is_some_and(|l| !l.is_held()));
+    let (_, _, fx) = run(&node(), None, at(10), client(), req);
+    assert!(fx.is_empty());
+}

@@ -124,10 +124,20 @@ fn grace_ends_on_time_and_follows_the_configuration() {
     // Lowering lease.grace-ms shortens a running grace; 0 ends it at once.
     let (reply, _, _) = run(&n.with_grace_ms(0), None, at(1), client(), acq("b", None));
     assert!(matches!(reply, Reply::Int(_)), "{reply:?}");
-    // -1 follows lease.max-ttl.
+    // -1 follows lease.max-ttl (its value when the grace started: 1000 here).
     let mut follows = n.with_grace_ms(-1);
-    follows.config.max_ttl = 2000;
-    let (reply, _, _) = run(&follows, None, at(1500), client(), acq("b", None));
+    follows.config.max_ttl = 1000;
+    let follows = follows.start_grace(at(0));
+    let (reply, _, _) = run(&follows, None, at(500), client(), acq("b", None));
+    assert_eq!(reply, Reply::Error(LeaseError::Grace { ms_left: 500 }));
+    // Raising max-ttl lengthens the running grace; lowering it never shortens it (issue 24).
+    let mut raised = follows;
+    raised.config.max_ttl = 2000;
+    let (reply, _, _) = run(&raised, None, at(1500), client(), acq("b", None));
+    assert_eq!(reply, Reply::Error(LeaseError::Grace { ms_left: 500 }));
+    let mut lowered = follows;
+    lowered.config.max_ttl = 10;
+    let (reply, _, _) = run(&lowered, None, at(500), client(), acq("b", None));
     assert_eq!(reply, Reply::Error(LeaseError::Grace { ms_left: 500 }));
 }
 

@@ -168,7 +168,7 @@ pub enum Reply {
     /// The token checked out: the reply is the fenced inner command's own, and `FenceOk` is
     /// counted only if that command could be run.
     RunFenced,
-    /// Internal requests (`Expire`, `Rearm`) have no client.
+    /// Internal requests (`Expire`, `Rearm`, `Migrated`) have no client.
     Nothing,
 }
 
@@ -460,6 +460,21 @@ pub fn handle_with(
         Request::Rearm => {
             if let Some(deadline_mono_us) = lease.and_then(|l| l.deadline_mono_us()) {
                 fx.push(Effect::ArmTimer { deadline_mono_us });
+            }
+            Outcome::new(fx, Reply::Nothing)
+        }
+        Request::Migrated { min_ms } => {
+            // SAFETY (issue 24): the source's absolute expiry read against this server's
+            // wall clock is short by however far this clock runs ahead; a lapse here would
+            // let a second owner in while the first still leads. The floor is replicated as
+            // a HOLD so replicas and the AOF carry it too (they received the raw RESTORE).
+            if let Some(lease) = lease {
+                if lease.hold_at_least(now, min_ms) {
+                    fx.push(Effect::Replicate(lease.to_apply(now)));
+                }
+                if let Some(deadline_mono_us) = lease.deadline_mono_us() {
+                    fx.push(Effect::ArmTimer { deadline_mono_us });
+                }
             }
             Outcome::new(fx, Reply::Nothing)
         }
