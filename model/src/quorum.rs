@@ -1135,6 +1135,7 @@ impl Model for QuorumModel {
                         config: self.server_cfg,
                         token_watermark: 0,
                         grace_started_mono_us: 0,
+                        ..Node::default()
                     },
                     lease: None,
                     ident: st.nodes[n].ident + 1,
