@@ -3,7 +3,12 @@
  * (docs/conformance.md; the Rust version is harness/src/elector.rs).
  *
  *   node dist/conformance.js --id ID --redis URL --resource HOST:PORT --out PATH
- *                            --ttl-ms N --key KEY --mode safe|ignore-deadline
+ *                            --ttl-ms N --key KEY --mode safe|ignore-deadline|reuse-owner
+ *
+ * reuse-owner: the safe work loop, but the elector keeps its first reign's owner for every
+ * reign (the behaviour before protocol R17), through a hook the package does not export. The
+ * negative control of the late-delivery fault: a late RELEASE of an earlier reign ends the
+ * current one while it acts.
  *
  * History: JSON lines appended to --out, `t`/`deadline` in ns of CLOCK_MONOTONIC
  * (process.hrtime.bigint()). Library logs: JSON lines on stderr.
@@ -11,7 +16,7 @@
 import { closeSync, openSync, writeSync } from "node:fs";
 import { Socket } from "node:net";
 import { randomBytes } from "node:crypto";
-import { Elector, type Lease } from "./elector.js";
+import { Elector, unsafeReuseOwnerAcrossReigns, type Lease } from "./elector.js";
 import { jsonLogger } from "./log.js";
 
 const PREP_MS = 15;
@@ -165,7 +170,7 @@ async function main(): Promise<void> {
   const ttlMs = Number(a["--ttl-ms"] ?? "1000");
   const key = a["--key"] ?? "chaos:leader";
   const mode = a["--mode"] ?? "safe";
-  if (mode !== "safe" && mode !== "ignore-deadline") throw new Error(`unknown --mode ${mode}`);
+  if (mode !== "safe" && mode !== "ignore-deadline" && mode !== "reuse-owner") throw new Error(`unknown --mode ${mode}`);
   const unsafeLinger = mode === "ignore-deadline";
   const rec = new History(a["--out"] as string);
   // The owner starts with our id, so the orchestrator can map LEASE.GET's owner to us.
@@ -183,6 +188,7 @@ async function main(): Promise<void> {
     backoffMaxMs: ttlMs,
     logger: jsonLogger((l) => process.stderr.write(l), process.env["LEASE_LOG"] === "debug" ? "debug" : "info"),
   });
+  if (mode === "reuse-owner") unsafeReuseOwnerAcrossReigns(elector);
   const resource = a["--resource"] as string;
 
   let exiting = false;

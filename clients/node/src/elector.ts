@@ -28,7 +28,11 @@ export interface ElectorOptions {
   key: string;
   /** Lease TTL (server-side expiry), whole ms. */
   ttlMs: number;
-  /** Owner id; default host-pid-random, unique per process incarnation. */
+  /**
+   * Owner base; default host-pid-random, unique per process incarnation, 1..=239 UTF-8 bytes.
+   * The owner sent to the server is `base#reign` (protocol R17), a new one after every
+   * step-down.
+   */
   owner?: string;
   /** Time between renewals (default ttl/3). */
   renewIntervalMs?: number;
@@ -62,6 +66,7 @@ export interface Lease {
   /** This term's fencing token (an integer below 2^53): pass it to the protected resource. */
   readonly token: number;
   readonly key: string;
+  /** The owner this reign holds the lease as, on the server: `base#reign` (protocol R17). */
   readonly owner: string;
   /**
    * Aborted at the stop point (deadline - stopBudget), or at once when leadership ends for any
@@ -236,9 +241,23 @@ export interface Elector {
   emit<K extends keyof ElectorEvents>(event: K, ...args: ElectorEvents[K]): boolean;
 }
 
+/**
+ * Electors that keep one owner across reigns: the behaviour before protocol R17, which lets a
+ * late RELEASE of an earlier reign end the current one. Only for the conformance elector's
+ * negative control (`--mode reuse-owner`); reachable through unsafeReuseOwnerAcrossReigns(),
+ * which index.ts does not export (and package.json's "exports" hides this file).
+ */
+const reusesOwner = new WeakSet<object>();
+
+/** NOT public API: make `e` reuse its first reign's owner forever (a known-unsafe mode). */
+export function unsafeReuseOwnerAcrossReigns(e: Elector): void {
+  reusesOwner.add(e);
+}
+
 /** One candidate for one lease key. */
 export class Elector extends EventEmitter {
   readonly key: string;
+  /** The owner base; the server sees `owner#reign` (see `currentOwner`). */
   readonly owner: string;
   readonly config: Readonly<DecisionConfig>;
   private readonly log: Logger;
@@ -261,13 +280,22 @@ export class Elector extends EventEmitter {
   private leading: LeaseImpl | null = null;
   private observeTimer: NodeJS.Timeout | null = null;
   private lastObserved: string | undefined = undefined;
+  /** R17: the reign counter; starts at 1, advanced only by a step-down (decide.nextReign). */
+  private reign = 1;
 
   constructor(options: ElectorOptions) {
     super();
     this.key = options.key;
     this.owner = options.owner ?? defaultOwner();
     this.config = Object.freeze(decisionConfig(options));
-    const problem = decide.configProblem(this.config, this.key, this.owner);
+    let problem = decide.configProblem(this.config, this.key, this.owner);
+    // R17: the base must leave room for "#" and any reign number within the server's 256 bytes.
+    if ((problem === null || problem[0] === "owner") && decide.reignOwner(this.owner, 1) === null) {
+      problem = [
+        "owner",
+        `the owner base must be 1..=${decide.MAX_OWNER_BASE_BYTES} bytes (the server sees base#reign, at most 256 bytes)`,
+      ];
+    }
     if (problem !== null) throw new RangeError(`invalid configuration: ${problem[0]}: ${problem[1]}`);
     this.log = options.logger ?? consoleLogger();
     this.metrics = options.metrics ?? noMetrics;
@@ -276,6 +304,20 @@ export class Elector extends EventEmitter {
     this.cmdLink = new Link(factory, this.log, "cmd");
     this.observeLink = new Link(factory, this.log, "observe");
     this.observeIntervalMs = options.observeIntervalMs ?? this.config.renewIntervalUs / 1000;
+  }
+
+  /** The owner the server sees for the current (or next) reign: `owner#reign` (protocol R17). */
+  get currentOwner(): string {
+    const o = decide.reignOwner(this.owner, this.reign);
+    // Only past 2^53-1 reigns: refuse to campaign rather than reuse or wrap an owner.
+    if (o === null) throw new RangeError(`reign counter ${this.reign} exhausted`);
+    return o;
+  }
+
+  /** R17: a step-down ends the reign; the next campaign asks as a new owner. */
+  private endReign(): void {
+    if (reusesOwner.has(this)) return;
+    this.reign = decide.nextReign(this.reign, "stepped_down");
   }
 
   /** True while this instance leads (stop point ahead on the monotonic clock). */
@@ -372,7 +414,7 @@ export class Elector extends EventEmitter {
   }
 
   private fields(extra: Record<string, string | number | boolean | null> = {}): Record<string, string | number | boolean | null> {
-    return { key: this.key, owner: this.owner, ...extra };
+    return { key: this.key, owner: decide.reignOwner(this.owner, this.reign) ?? this.owner, ...extra };
   }
 
   private emitSafe<K extends keyof ElectorEvents>(event: K, ...args: ElectorEvents[K]): void {
@@ -431,8 +473,11 @@ export class Elector extends EventEmitter {
       const link = blockUs === null ? this.cmdLink : this.blockLink;
       // Why before sending: the deadline must count from a point no later than the moment the
       // server starts the TTL (connecting, if needed, happens after this: conservative).
+      // R17: one owner per campaign (the re-asks below refresh our own grant); a step-down
+      // inside lead() advances the reign, so the next campaign asks as a new owner.
+      const owner = this.currentOwner;
       const sentAt = nowUs();
-      const r = await this.op(link, limitUs, (c) => t.acquire(c, this.key, this.owner, cfg.ttlMs, blockMs, w));
+      const r = await this.op(link, limitUs, (c) => t.acquire(c, this.key, owner, cfg.ttlMs, blockMs, w));
       const now = nowUs();
       if (!r.ok && "aborted" in r) {
         // Resigned while asking: the abandoned ACQUIRE may have been granted after all.
@@ -514,11 +559,13 @@ export class Elector extends EventEmitter {
     const cfg = this.config;
     let deadline = deadlineUs;
     let nextRenew = nextRenewUs;
-    const lease = new LeaseImpl(token, this.key, this.owner, deadline, cfg, () => this.wake());
+    // The reign's owner: every command of this reign (RENEW, RELEASE) names it.
+    const owner = this.currentOwner;
+    const lease = new LeaseImpl(token, this.key, owner, deadline, cfg, () => this.wake());
     this.leading = lease;
     this.metrics.leader(token, deadline / 1000, "acquired");
     this.log.info("became leader", this.fields({ token, reason: "acquired", lead_ms: Math.round((deadline - nowUs()) / 1000) }));
-    this.emitSafe("elected", { key: this.key, owner: this.owner, token, deadline: deadline / 1000 });
+    this.emitSafe("elected", { key: this.key, owner, token, deadline: deadline / 1000 });
 
     // A holder, not a `let`: it is set by the task's callbacks, read by the loop.
     const task_: { state: TaskState<R> } = { state: { done: false } };
@@ -564,7 +611,7 @@ export class Elector extends EventEmitter {
       }
       const limitUs = decide.opLimit(cfg, null);
       const w = decide.waitFor(cfg);
-      const r = await this.op(this.cmdLink, limitUs, (c) => t.renew(c, this.key, this.owner, token, cfg.ttlMs, w), stop);
+      const r = await this.op(this.cmdLink, limitUs, (c) => t.renew(c, this.key, owner, token, cfg.ttlMs, w), stop);
       const now = nowUs();
       if (!r.ok && "aborted" in r) continue; // resign or stop point: the checks above decide.
       this.observe("renew", r);
@@ -600,7 +647,7 @@ export class Elector extends EventEmitter {
     const f = this.fields({ token, reason });
     if (reason === "renew_rejected" || reason === "deadline") this.log.warn("lost leadership", f);
     else this.log.info("stepping down", f);
-    this.emitSafe("stepped-down", { key: this.key, owner: this.owner, token, reason });
+    this.emitSafe("stepped-down", { key: this.key, owner, token, reason });
 
     // The task was told at the stop point; give it until the deadline.
     while (!task_.state.done && nowUs() < deadline) await this.sleepUntil(deadline);
@@ -615,7 +662,11 @@ export class Elector extends EventEmitter {
     }
     // Why release only now: the lease must stay ours until our task has stopped, otherwise the
     // next leader could start while we still work.
-    if (!overrun && decide.releaseAfter(reason)) await this.release(token);
+    if (!overrun && decide.releaseAfter(reason)) await this.release(owner, token);
+    // R17: whatever happens to the RELEASE (answered, timed out and still in flight, not sent),
+    // the next reign asks as a new owner, so a late RELEASE or RENEW of this one can only
+    // answer 0.
+    this.endReign();
     const s = task_.state;
     if (reason === "task_exited" && s.done) {
       return s.ok ? { kind: "finished", value: s.value } : { kind: "failed", error: s.error };
@@ -625,9 +676,9 @@ export class Elector extends EventEmitter {
   }
 
   /** Best-effort LEASE.RELEASE (bounded by opTimeout); if it fails the lease expires on the server. */
-  private async release(token: number): Promise<void> {
+  private async release(owner: string, token: number): Promise<void> {
     // Not abortable by resign: releasing IS the resign's last step.
-    const r = await this.cmdLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.release(c, this.key, this.owner, token));
+    const r = await this.cmdLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.release(c, this.key, owner, token));
     this.observe("release", r);
     if (r.ok) this.log.info("released lease", this.fields({ token, released: r.value }));
     else if (!("aborted" in r)) {
@@ -639,7 +690,9 @@ export class Elector extends EventEmitter {
   private async releaseStray(maybeGranted: boolean): Promise<void> {
     if (!maybeGranted) return;
     const r = await this.cmdLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.get(c, this.key));
-    if (r.ok && r.value !== null && r.value.owner === this.owner) await this.release(r.value.token);
+    // The campaign's owner: a grant an abandoned ACQUIRE of this campaign may have obtained.
+    const owner = this.currentOwner;
+    if (r.ok && r.value !== null && r.value.owner === owner) await this.release(owner, r.value.token);
   }
 
   // ---- followers: observe the current leader (only while someone listens to `leader`) ----
