@@ -89,8 +89,9 @@ export interface Lease {
 /** `lease.signal.reason` when leadership ends. */
 export class LeadershipLost extends Error {
   override name = "LeadershipLost";
-  constructor(readonly reason: StepDownReason, readonly token: number) {
-    super(`leadership ended: ${reason}`);
+  /** `cause`: the one-shot routine's own error, when it threw after its term ended. */
+  constructor(readonly reason: StepDownReason, readonly token: number, options?: { cause?: unknown }) {
+    super(`leadership ended: ${reason}`, options);
   }
 }
 
@@ -110,6 +111,9 @@ export interface SteppedDownEvent {
 
 /** How run() ended. */
 export type RunOutcome<R> = { kind: "resigned" } | { kind: "task_finished"; value: R };
+
+/** How a campaign ended: run()'s outcomes, or (one reign only) the term was lost. */
+export type CampaignEnd<R> = RunOutcome<R> | { kind: "lost"; lost: LeadershipLost };
 
 export interface ElectorEvents {
   /** This instance became leader (the task is starting). */
@@ -229,7 +233,7 @@ class LeaseImpl implements Lease {
 type TaskState<R> = { done: false } | { done: true; ok: true; value: R } | { done: true; ok: false; error: unknown };
 
 type LeadEnd<R> =
-  | { kind: "lost" }
+  | { kind: "lost"; reason: StepDownReason; token: number; task: TaskState<R> }
   | { kind: "resigned" }
   | { kind: "finished"; value: R }
   | { kind: "failed"; error: unknown };
@@ -280,6 +284,8 @@ export class Elector extends EventEmitter {
   private leading: LeaseImpl | null = null;
   private observeTimer: NodeJS.Timeout | null = null;
   private lastObserved: string | undefined = undefined;
+  /** currentLeader() calls in flight (they share observeLink with the `leader` polling). */
+  private observeCalls = 0;
   /** R17: the reign counter; starts at 1, advanced only by a step-down (decide.nextReign). */
   private reign = 1;
 
@@ -340,15 +346,41 @@ export class Elector extends EventEmitter {
     this.currentOp?.abort();
     this.wake();
     const r = this.running;
-    return r === null ? Promise.resolve() : r.then(() => undefined, () => undefined);
+    const ended = r === null ? Promise.resolve() : r.then(() => undefined, () => undefined);
+    // Whatever connections remain (run() closes its own; a currentLeader() call may be in
+    // flight) are closed: a resigned elector must not keep the process alive.
+    return ended.then(() => this.closeLinks());
   }
 
-  /** LEASE.GET: the current leader (null = no live lease), bounded by opTimeout. */
+  /** The same as resign(), under the name an ioredis user looks for: final, closes every connection. */
+  close(): Promise<void> {
+    return this.resign();
+  }
+
+  /**
+   * LEASE.GET: the current leader (null = no live lease), bounded by opTimeout. Works on an
+   * elector that never ran; its connection is closed after the call unless run() is active, so
+   * it does not keep the process alive.
+   */
   async currentLeader(): Promise<LeaseInfo | null> {
-    const r = await this.observeLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.get(c, this.key));
-    if (r.ok) return r.value;
-    if ("aborted" in r) throw new Error("LEASE.GET aborted");
-    throw new Error(`LEASE.GET: ${r.failure.kind} (${r.message})`);
+    this.observeCalls += 1;
+    try {
+      const r = await this.observeLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.get(c, this.key));
+      if (r.ok) return r.value;
+      if ("aborted" in r) throw new Error("LEASE.GET aborted");
+      throw new Error(`LEASE.GET: ${r.failure.kind} (${r.message})`);
+    } finally {
+      this.observeCalls -= 1;
+      // Why: an open socket keeps Node's event loop (the process) alive; outside run() nothing
+      // else would ever close it.
+      if (this.observeCalls === 0 && this.running === null) this.observeLink.close();
+    }
+  }
+
+  private closeLinks(): void {
+    this.blockLink.close();
+    this.cmdLink.close();
+    this.observeLink.close();
   }
 
   /**
@@ -360,14 +392,31 @@ export class Elector extends EventEmitter {
    * Redis errors never end run(): they are retried, logged and counted.
    */
   run<R>(task: (lease: Lease) => R | Promise<R>): Promise<RunOutcome<R>> {
+    return this.start(task, false).then((end) => {
+      // Unreachable: only a one-reign campaign ends on a lost term.
+      if (end.kind === "lost") throw end.lost;
+      return end;
+    });
+  }
+
+  /**
+   * @internal Not public API (use withLeadership): campaign, lead once, end; see oneReign in
+   * campaign(). Stripped from the .d.ts (stripInternal).
+   */
+  runOneReign<R>(task: (lease: Lease) => R | Promise<R>): Promise<CampaignEnd<R>> {
+    return this.start(task, true);
+  }
+
+  private start<R>(task: (lease: Lease) => R | Promise<R>, oneReign: boolean): Promise<CampaignEnd<R>> {
     if (this.running !== null) return Promise.reject(new Error("run() is already running"));
-    const p = this.campaign(task).finally(() => {
+    const p = this.campaign(task, oneReign).finally(() => {
       this.running = null;
       this.stopObserving();
-      // No connection outlives run(): they are remade lazily by the next run().
+      // No connection outlives run(): they are remade lazily by the next run(). A
+      // currentLeader() call in flight closes observeLink itself when it is done.
       this.blockLink.close();
       this.cmdLink.close();
-      this.observeLink.close();
+      if (this.observeCalls === 0) this.observeLink.close();
     });
     this.running = p;
     return p;
@@ -452,7 +501,11 @@ export class Elector extends EventEmitter {
     }
   }
 
-  private async campaign<R>(task: (lease: Lease) => R | Promise<R>): Promise<RunOutcome<R>> {
+  /**
+   * The follower/leader loop. `oneReign`: end after the first reign whatever its outcome (the
+   * one-shot API), instead of campaigning again after a lost term.
+   */
+  private async campaign<R>(task: (lease: Lease) => R | Promise<R>, oneReign: boolean): Promise<CampaignEnd<R>> {
     const cfg = this.config;
     let attempt = 0;
     // A grant the server gave us that we may not use (not acked by replicas, or too late). We
@@ -499,6 +552,12 @@ export class Elector extends EventEmitter {
           const end = await this.lead(d.token, d.deadlineUs, d.nextRenewUs, task);
           switch (end.kind) {
             case "lost":
+              // Why end here for the one-shot API: its routine runs once; a second reign would
+              // run it again and hand back a value from a term the caller never asked for.
+              if (oneReign) {
+                const cause = end.task.done && !end.task.ok ? { cause: end.task.error } : undefined;
+                return { kind: "lost", lost: new LeadershipLost(end.reason, end.token, cause) };
+              }
               break;
             case "resigned":
               return { kind: "resigned" };
@@ -672,7 +731,7 @@ export class Elector extends EventEmitter {
       return s.ok ? { kind: "finished", value: s.value } : { kind: "failed", error: s.error };
     }
     if (reason === "resigned") return { kind: "resigned" };
-    return { kind: "lost" };
+    return { kind: "lost", reason, token, task: s };
   }
 
   /** Best-effort LEASE.RELEASE (bounded by opTimeout); if it fails the lease expires on the server. */

@@ -17,6 +17,7 @@ export {
   type StepDownReason,
 } from "./elector.js";
 export { withLeadership, LeaseClient, type LeadershipSettings } from "./using.js";
+export { resignOnSignals, type Resignable } from "./signals.js";
 export { consoleLogger, jsonLogger, type Logger, type LogFields, type LogLevel } from "./log.js";
 export { noMetrics, type MetricsSink } from "./metrics.js";
 export { SAFE_REDIS_OPTIONS, ProtocolError, parseToken, type ConnectionSpec, type LeaseInfo, type RedisConnection } from "./transport.js";
