@@ -152,6 +152,8 @@ class LeaseImpl implements Lease {
   private readonly ac = new AbortController();
   private ended = false;
   private stopTimer: NodeJS.Timeout | null = null;
+  /** When the signal actually fired (the task could first learn of the stop); set by abort(). */
+  abortedAtUs = Number.POSITIVE_INFINITY;
 
   constructor(
     readonly token: number,
@@ -221,7 +223,10 @@ class LeaseImpl implements Lease {
       clearTimeout(this.stopTimer);
       this.stopTimer = null;
     }
-    if (!this.ac.signal.aborted) this.ac.abort(new LeadershipLost(reason, this.token));
+    if (!this.ac.signal.aborted) {
+      this.abortedAtUs = nowUs();
+      this.ac.abort(new LeadershipLost(reason, this.token));
+    }
   }
 
   end(reason: StepDownReason): void {
@@ -708,8 +713,16 @@ export class Elector extends EventEmitter {
     else this.log.info("stepping down", f);
     this.emitSafe("stepped-down", { key: this.key, owner, token, reason });
 
-    // The task was told at the stop point; give it until the deadline.
-    while (!task_.state.done && nowUs() < deadline) await this.sleepUntil(deadline);
+    // The task was told at the stop point; give it until the deadline, or stopBudget of loop
+    // time after its signal actually fired, whichever is later. Why the second bound: after an
+    // event-loop stall (or a pause) the signal fires only when the loop runs again, possibly
+    // past the deadline, and this code may run before the task had a single turn; judging then
+    // would log a false overrun and skip the RELEASE of a task that stops at once. Waiting
+    // longer is safe: the task runs (or not) whatever we wait, and the RELEASE still follows
+    // its stop (R13); late, it names this reign's owner and token, so it answers 0 if the
+    // lease already expired and went to someone else (R17).
+    const taskDeadline = Math.max(deadline, lease.abortedAtUs + cfg.stopBudgetUs);
+    while (!task_.state.done && nowUs() < taskDeadline) await this.sleepUntil(taskDeadline);
     const overrun = !task_.state.done;
     if (overrun) {
       // A JS task cannot be killed: count and log it. Protocol R13: do not RELEASE for a task
@@ -717,7 +730,7 @@ export class Elector extends EventEmitter {
       // our deadline), which keeps a successor out as long as it can. Past that only fencing
       // protects the resource from this task.
       this.metrics.taskOverrun();
-      this.log.error("leader task still running at the local deadline (it ignores lease.signal); not releasing", f);
+      this.log.error("leader task still running at the local deadline and stopBudget after its signal (it ignores lease.signal); not releasing", f);
     }
     // Why release only now: the lease must stay ours until our task has stopped, otherwise the
     // next leader could start while we still work.
