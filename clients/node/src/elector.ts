@@ -15,6 +15,8 @@ import type { DecisionConfig, ErrorKind, Failure, StepDownReason } from "./decid
 import { consoleLogger, type Logger } from "./log.js";
 import { noMetrics, type MetricsSink } from "./metrics.js";
 import * as t from "./transport.js";
+import { fence, type CommandArg } from "./fence.js";
+import type { Cluster, Redis } from "ioredis";
 import { connectionFactory, Link, type ConnectionSpec, type LeaseInfo, type Outcome } from "./transport.js";
 
 /** Monotonic now, µs. */
@@ -84,6 +86,12 @@ export interface Lease {
    * as the first statement after a GC pause or SIGSTOP).
    */
   isLeader(): boolean;
+  /**
+   * `LEASE.FENCE key token command...` with this reign's key and token, on `redis` (your
+   * application's connection): the command's reply, or a FencedError if a newer reign exists
+   * (the command did not run). Safe whenever it lands, even after a stall: see fence().
+   */
+  fence(redis: Redis | Cluster, ...command: CommandArg[]): Promise<unknown>;
 }
 
 /** `lease.signal.reason` when leadership ends. */
@@ -184,6 +192,10 @@ class LeaseImpl implements Lease {
   isLeader(): boolean {
     if (this.ended || this.ac.signal.aborted) return false;
     return !this.checkClock();
+  }
+
+  fence(redis: Redis | Cluster, ...command: CommandArg[]): Promise<unknown> {
+    return fence(redis, this.key, this.token, ...command);
   }
 
   /** True (and the signal aborted) if the stop point has passed. */
@@ -395,9 +407,12 @@ export class Elector extends EventEmitter {
    * or when the task returned by itself ({ kind: "task_finished", value }), after the lease was
    * released in both cases. Rejects with the task's error if the task threw (after release).
    * Redis errors never end run(): they are retried, logged and counted.
+   *
+   * `options.signal`: aborting it is resign() (final); already aborted, run() sends nothing
+   * and resolves { kind: "resigned" }.
    */
-  run<R>(task: (lease: Lease) => R | Promise<R>): Promise<RunOutcome<R>> {
-    return this.start(task, false).then((end) => {
+  run<R>(task: (lease: Lease) => R | Promise<R>, options: { signal?: AbortSignal } = {}): Promise<RunOutcome<R>> {
+    return this.start(task, false, options.signal).then((end) => {
       // Unreachable: only a one-reign campaign ends on a lost term.
       if (end.kind === "lost") throw end.lost;
       return end;
@@ -409,12 +424,18 @@ export class Elector extends EventEmitter {
    * campaign(). Stripped from the .d.ts (stripInternal).
    */
   runOneReign<R>(task: (lease: Lease) => R | Promise<R>): Promise<CampaignEnd<R>> {
-    return this.start(task, true);
+    return this.start(task, true, undefined);
   }
 
-  private start<R>(task: (lease: Lease) => R | Promise<R>, oneReign: boolean): Promise<CampaignEnd<R>> {
+  private start<R>(task: (lease: Lease) => R | Promise<R>, oneReign: boolean, signal: AbortSignal | undefined): Promise<CampaignEnd<R>> {
     if (this.running !== null) return Promise.reject(new Error("run() is already running"));
+    const onAbort = (): void => void this.resign();
+    // Why set the flag directly when already aborted: resign() would only take effect after
+    // the campaign started; this way not even the first ACQUIRE is sent.
+    if (signal?.aborted) this.resigned = true;
+    else signal?.addEventListener("abort", onAbort, { once: true });
     const p = this.campaign(task, oneReign).finally(() => {
+      signal?.removeEventListener("abort", onAbort);
       this.running = null;
       this.stopObserving();
       // No connection outlives run(): they are remade lazily by the next run(). A
