@@ -320,6 +320,8 @@ export class Elector extends EventEmitter {
       ];
     }
     if (problem !== null) throw new RangeError(`invalid configuration: ${problem[0]}: ${problem[1]}`);
+    const unsupported = t.ioredisProblem(t.IOREDIS_VERSION);
+    if (unsupported !== null) throw new RangeError(unsupported);
     this.log = options.logger ?? consoleLogger();
     this.metrics = options.metrics ?? noMetrics;
     const factory = connectionFactory(options.redis, Math.max(100, this.config.opTimeoutUs / 1000));

@@ -5,8 +5,7 @@
  * by ioredis, a stale token is refused by the server, so it runs on the application's own
  * connection with the application's own settings.
  */
-import { Command } from "ioredis";
-import type { Cluster, Redis } from "ioredis";
+import { Cluster, Command, Redis } from "ioredis";
 
 /** The server refused a fenced command: `token` is not the live lease's token; it did not run. */
 export class FencedError extends Error {
@@ -42,12 +41,17 @@ export async function fence(
   if (!Number.isSafeInteger(token) || token < 1) {
     throw new RangeError(`fence: token must be a positive integer below 2^53, got ${String(token)}`);
   }
-  const cmd = new Command("LEASE.FENCE", [key, token, ...command], { replyEncoding: "utf8" });
-  // Routed by the lease key under Cluster (ioredis does not know the module's key positions).
-  (cmd as unknown as { keys?: Array<string | Buffer> }).keys = [key];
   try {
-    void redis.sendCommand(cmd);
-    return await cmd.promise;
+    if (redis instanceof Redis || redis instanceof Cluster) {
+      const cmd = new Command("LEASE.FENCE", [key, token, ...command], { replyEncoding: "utf8" });
+      // Routed by the lease key under Cluster (ioredis does not know the module's key positions).
+      (cmd as unknown as { keys?: Array<string | Buffer> }).keys = [key];
+      void redis.sendCommand(cmd);
+      return await cmd.promise;
+    }
+    // An instance of another ioredis copy: a Command of ours would not fit its connection; its
+    // own call() does (under Cluster routed to any node, then redirected by MOVED).
+    return await (redis as { call(...args: CommandArg[]): Promise<unknown> }).call("LEASE.FENCE", key, token, ...command);
   } catch (e) {
     if (e instanceof Error && e.name === "ReplyError" && /^FENCED\b/.test(e.message)) {
       throw new FencedError(key, token, e.message, { cause: e });

@@ -11,6 +11,7 @@
  */
 import { Cluster, Command, Redis } from "ioredis";
 import type { Pipeline } from "ioredis";
+import { createRequire } from "node:module";
 import type { ClusterNode, ClusterOptions, RedisOptions } from "ioredis";
 import { classifyServerError, TWO_POW_53, type Failure, type WaitFor } from "./decide.js";
 import type { Logger } from "./log.js";
@@ -69,18 +70,42 @@ export const SAFE_REDIS_OPTIONS = {
   readOnly: false,
 } satisfies Partial<RedisOptions>;
 
+/** The version of the ioredis this package runs on (a peer dependency: the application's). */
+export const IOREDIS_VERSION: string = (createRequire(import.meta.url)("ioredis/package.json") as { version: string }).version;
+
+/** The ioredis versions the install test (install-test.sh) runs the client with. */
+export const SUPPORTED_IOREDIS = ">=5.3.0 <7 (tested: 5.3.0, 5.6.0, 5.8.0, 5.10.0, 5.11.1, 6.0.0)";
+
+/**
+ * Why an ioredis version cannot be used, or null. Checked when an Elector is made, so that an
+ * unknown major is refused with this line instead of failing on every command later.
+ */
+export function ioredisProblem(version: string): string | null {
+  const m = /^(\d+)\.(\d+)\./.exec(version);
+  const major = Number(m?.[1] ?? NaN);
+  const minor = Number(m?.[2] ?? NaN);
+  // Why from 5.3: the named export `Redis` this package imports appeared in 5.3.0.
+  if ((major === 5 && minor >= 3) || major === 6) return null;
+  return `ioredis ${version} is not supported by redis-lease (supported: ${SUPPORTED_IOREDIS})`;
+}
+
 /** How each ConnectionSpec becomes a fresh, SAFE connection. */
 export function connectionFactory(spec: ConnectionSpec, connectTimeoutMs: number): () => RedisConnection {
   const base = { ...SAFE_REDIS_OPTIONS, connectTimeout: connectTimeoutMs };
   if (typeof spec === "string") return () => new Redis(spec, base);
-  // Duck-typed, not instanceof: the application's ioredis may be another copy (version) than ours.
+  // Duck-typed, not instanceof, and rebuilt with OUR classes from the instance's options (what
+  // duplicate() does): the instance may come from another copy (version) of ioredis than ours
+  // (a folder linked with its own node_modules), and commands built by one copy must not be
+  // sent through another's connection.
   if (isInstance(spec)) {
     if (spec.isCluster) {
       const cluster = spec as Cluster;
-      return () => cluster.duplicate([], clusterOptions(cluster.options as ClusterOptions, base));
+      const nodes = (cluster as unknown as { startupNodes?: unknown }).startupNodes;
+      if (!Array.isArray(nodes)) throw new TypeError("redis: a Cluster instance without startupNodes (not an ioredis Cluster?)");
+      return () => new Cluster(nodes.slice(0), clusterOptions(cluster.options as ClusterOptions, base));
     }
     const redis = spec as Redis;
-    return () => redis.duplicate(base);
+    return () => new Redis({ ...redis.options, ...base });
   }
   if ("cluster" in spec && Array.isArray(spec.cluster)) {
     const nodes = spec.cluster;
