@@ -33,7 +33,8 @@ export interface ElectorOptions {
   /**
    * Owner base; default host-pid-random, unique per process incarnation, 1..=239 UTF-8 bytes.
    * The owner sent to the server is `base#reign` (protocol R17), a new one after every
-   * step-down.
+   * step-down; Electors made one after another with the same base continue its reign numbers.
+   * Two Electors alive at the same time must not share a base.
    */
   owner?: string;
   /** Time between renewals (default ttl/3). */
@@ -270,6 +271,16 @@ export interface Elector {
  */
 const reusesOwner = new WeakSet<object>();
 
+/**
+ * R17 across Elector objects: the next reign number of every owner base an application GAVE
+ * (options.owner) in this process. Why: a new Elector (or a new withLeadership() call) with the
+ * same given base would otherwise start again at reign 1, and its first ACQUIRE would refresh a
+ * lease an earlier object's reign still holds (same owner, same token) — the issue-23 bug
+ * across objects. Default bases are random per Elector, so they need no entry (the map stays as
+ * small as the set of names the application chose).
+ */
+const givenBaseNextReign = new Map<string, number>();
+
 /** NOT public API: make `e` reuse its first reign's owner forever (a known-unsafe mode). */
 export function unsafeReuseOwnerAcrossReigns(e: Elector): void {
   reusesOwner.add(e);
@@ -305,11 +316,14 @@ export class Elector extends EventEmitter {
   private observeCalls = 0;
   /** R17: the reign counter; starts at 1, advanced only by a step-down (decide.nextReign). */
   private reign = 1;
+  /** Whether the application gave the base (then its reigns continue across Electors). */
+  private readonly givenBase: boolean;
 
   constructor(options: ElectorOptions) {
     super();
     this.key = options.key;
     this.owner = options.owner ?? defaultOwner();
+    this.givenBase = options.owner !== undefined;
     this.config = Object.freeze(decisionConfig(options));
     let problem = decide.configProblem(this.config, this.key, this.owner);
     // R17: the base must leave room for "#" and any reign number within the server's 256 bytes.
@@ -320,6 +334,7 @@ export class Elector extends EventEmitter {
       ];
     }
     if (problem !== null) throw new RangeError(`invalid configuration: ${problem[0]}: ${problem[1]}`);
+    if (this.givenBase) this.reign = givenBaseNextReign.get(this.owner) ?? 1;
     const unsupported = t.ioredisProblem(t.IOREDIS_VERSION);
     if (unsupported !== null) throw new RangeError(unsupported);
     this.log = options.logger ?? consoleLogger();
@@ -343,6 +358,7 @@ export class Elector extends EventEmitter {
   private endReign(): void {
     if (reusesOwner.has(this)) return;
     this.reign = decide.nextReign(this.reign, "stepped_down");
+    if (this.givenBase) givenBaseNextReign.set(this.owner, Math.max(this.reign, givenBaseNextReign.get(this.owner) ?? 1));
   }
 
   /** True while this instance leads (stop point ahead on the monotonic clock). */

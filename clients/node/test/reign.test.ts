@@ -3,7 +3,7 @@
 // deliver it) cannot end the current reign.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { Elector, type ElectedEvent, type Logger } from "../src/index.js";
+import { Elector, withLeadership, type ElectedEvent, type Logger } from "../src/index.js";
 import { unsafeReuseOwnerAcrossReigns } from "../src/elector.js";
 import { RedisServer, serverSkipReason, waitFor } from "./support.js";
 
@@ -42,6 +42,23 @@ describe("R17: a new reign never refreshes an earlier reign's lease", { skip: sk
     } finally {
       await e.resign();
     }
+  });
+
+  test("a base the application gives continues its reigns across Electors and withLeadership() calls", async () => {
+    const key = `node-reign:${process.pid}:given`;
+    const base = `node-given-${process.pid}`;
+    const owners: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const e = new Elector({ redis: server.url, key, ttlMs: 1000, owner: base, logger: quiet });
+      const out = await e.run(async (lease) => lease.owner);
+      assert.equal(out.kind, "task_finished");
+      if (out.kind === "task_finished") owners.push(out.value);
+      await e.close();
+    }
+    for (let i = 0; i < 2; i++) {
+      owners.push(await withLeadership(server.url, key, 1000, (lease) => lease.owner, { owner: base, logger: quiet }));
+    }
+    assert.deepEqual(owners, [`${base}#1`, `${base}#2`, `${base}#3`, `${base}#4`]);
   });
 
   test("the conformance negative control's hook (not exported by the package) keeps reign 1's owner", async () => {
