@@ -128,8 +128,11 @@ export function configProblem(
   owner: string,
 ): [string, string] | null {
   if (key.length === 0) return ["key", "key is empty"];
+  // `owner` is the base (R17): base + "#" + any reign number must fit the server's 256 bytes.
   const ownerBytes = utf8Bytes(owner);
-  if (ownerBytes === 0 || ownerBytes > 256) return ["owner", "owner must be 1..=256 bytes"];
+  if (ownerBytes === 0 || ownerBytes > MAX_OWNER_BASE_BYTES) {
+    return ["owner", `owner (the base of base#reign) must be 1..=${MAX_OWNER_BASE_BYTES} UTF-8 bytes`];
+  }
   if (!Number.isInteger(cfg.ttlMs) || cfg.ttlMs < 1) {
     return ["ttl", "ttl must be a whole number of ms, at least 1"];
   }

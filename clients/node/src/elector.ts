@@ -325,14 +325,7 @@ export class Elector extends EventEmitter {
     this.owner = options.owner ?? defaultOwner();
     this.givenBase = options.owner !== undefined;
     this.config = Object.freeze(decisionConfig(options));
-    let problem = decide.configProblem(this.config, this.key, this.owner);
-    // R17: the base must leave room for "#" and any reign number within the server's 256 bytes.
-    if ((problem === null || problem[0] === "owner") && decide.reignOwner(this.owner, 1) === null) {
-      problem = [
-        "owner",
-        `the owner base must be 1..=${decide.MAX_OWNER_BASE_BYTES} bytes (the server sees base#reign, at most 256 bytes)`,
-      ];
-    }
+    const problem = decide.configProblem(this.config, this.key, this.owner);
     if (problem !== null) throw new RangeError(`invalid configuration: ${problem[0]}: ${problem[1]}`);
     if (this.givenBase) this.reign = givenBaseNextReign.get(this.owner) ?? 1;
     const unsupported = t.ioredisProblem(t.IOREDIS_VERSION);
