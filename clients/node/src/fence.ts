@@ -5,7 +5,8 @@
  * by ioredis, a stale token is refused by the server, so it runs on the application's own
  * connection with the application's own settings.
  */
-import { Cluster, Command, Redis } from "ioredis";
+import { Cluster, Redis } from "ioredis";
+import { routed } from "./transport.js";
 
 /** The server refused a fenced command: `token` is not the live lease's token; it did not run. */
 export class FencedError extends Error {
@@ -43,9 +44,8 @@ export async function fence(
   }
   try {
     if (redis instanceof Redis || redis instanceof Cluster) {
-      const cmd = new Command("LEASE.FENCE", [key, token, ...command], { replyEncoding: "utf8" });
       // Routed by the lease key under Cluster (ioredis does not know the module's key positions).
-      (cmd as unknown as { keys?: Array<string | Buffer> }).keys = [key];
+      const cmd = routed(key, "LEASE.FENCE", [key, token, ...command]);
       void redis.sendCommand(cmd);
       return await cmd.promise;
     }

@@ -272,7 +272,8 @@ function send(c: RedisConnection, routeKey: string, name: string, args: Array<st
   return cmd.promise;
 }
 
-function routed(routeKey: string, name: string, args: Array<string | number>): Command {
+/** A command routed by `routeKey` under Cluster (see send()), replies decoded as utf-8. */
+export function routed(routeKey: string, name: string, args: Array<string | number | Buffer>): Command {
   const cmd = new Command(name, args, { replyEncoding: "utf8" });
   (cmd as unknown as { keys?: Array<string | Buffer> }).keys = [routeKey];
   return cmd;
