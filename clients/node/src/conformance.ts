@@ -3,7 +3,17 @@
  * (docs/conformance.md; the Rust version is harness/src/elector.rs).
  *
  *   node dist/conformance.js --id ID --redis URL --resource HOST:PORT --out PATH
- *                            --ttl-ms N --key KEY --mode safe|ignore-deadline
+ *                            --ttl-ms N --key KEY --mode safe|ignore-deadline|reuse-owner
+ *                            [--api run|oneshot]
+ *
+ * oneshot: the same work loop through the public one-shot API, withLeadership(), called again
+ * after each reign (one reign per call) instead of run(). A call whose routine runs twice is
+ * the issue-25 bug: the process records `exit` with that reason and exits 3.
+ *
+ * reuse-owner: the safe work loop, but the elector keeps its first reign's owner for every
+ * reign (the behaviour before protocol R17), through a hook the package does not export. The
+ * negative control of the late-delivery fault: a late RELEASE of an earlier reign ends the
+ * current one while it acts.
  *
  * History: JSON lines appended to --out, `t`/`deadline` in ns of CLOCK_MONOTONIC
  * (process.hrtime.bigint()). Library logs: JSON lines on stderr.
@@ -11,7 +21,8 @@
 import { closeSync, openSync, writeSync } from "node:fs";
 import { Socket } from "node:net";
 import { randomBytes } from "node:crypto";
-import { Elector, type Lease } from "./elector.js";
+import { Elector, LeadershipLost, unsafeReuseOwnerAcrossReigns, type ElectorOptions, type Lease } from "./elector.js";
+import { withLeadership } from "./using.js";
 import { jsonLogger } from "./log.js";
 
 const PREP_MS = 15;
@@ -22,7 +33,7 @@ const HARD_STOP_MS = 600_000;
 type Args = Record<string, string>;
 
 function parseArgs(argv: string[]): Args {
-  const known = new Set(["--id", "--redis", "--resource", "--out", "--ttl-ms", "--key", "--mode"]);
+  const known = new Set(["--id", "--redis", "--resource", "--out", "--ttl-ms", "--key", "--mode", "--api"]);
   const out: Args = {};
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i] ?? "";
@@ -165,14 +176,18 @@ async function main(): Promise<void> {
   const ttlMs = Number(a["--ttl-ms"] ?? "1000");
   const key = a["--key"] ?? "chaos:leader";
   const mode = a["--mode"] ?? "safe";
-  if (mode !== "safe" && mode !== "ignore-deadline") throw new Error(`unknown --mode ${mode}`);
+  if (mode !== "safe" && mode !== "ignore-deadline" && mode !== "reuse-owner") throw new Error(`unknown --mode ${mode}`);
   const unsafeLinger = mode === "ignore-deadline";
+  const api = a["--api"] ?? "run";
+  if (api !== "run" && api !== "oneshot") throw new Error(`unknown --api ${api}`);
+  // The hook needs the Elector object, which withLeadership() makes itself.
+  if (api === "oneshot" && mode === "reuse-owner") throw new Error("--mode reuse-owner needs --api run");
   const rec = new History(a["--out"] as string);
   // The owner starts with our id, so the orchestrator can map LEASE.GET's owner to us.
   const owner = `${id}-${process.pid}-${randomBytes(4).toString("hex")}`;
   rec.write({ ev: "start", t: monoNs(), elector: id, pid: process.pid, owner, mode });
 
-  const elector = new Elector({
+  const options: ElectorOptions = {
     redis: a["--redis"] as string,
     key,
     ttlMs,
@@ -182,7 +197,10 @@ async function main(): Promise<void> {
     backoffMinMs: 50,
     backoffMaxMs: ttlMs,
     logger: jsonLogger((l) => process.stderr.write(l), process.env["LEASE_LOG"] === "debug" ? "debug" : "info"),
-  });
+  };
+  const elector = new Elector(options);
+  const stop = new AbortController();
+  if (mode === "reuse-owner") unsafeReuseOwnerAcrossReigns(elector);
   const resource = a["--resource"] as string;
 
   let exiting = false;
@@ -190,7 +208,8 @@ async function main(): Promise<void> {
     if (exiting) return;
     exiting = true;
     rec.write({ ev: "resign", t: monoNs() });
-    void elector.resign();
+    if (api === "oneshot") stop.abort();
+    else void elector.resign();
   });
 
   const write = async (res: ResourceClient, token: number, seq: number): Promise<void> => {
@@ -247,15 +266,46 @@ async function main(): Promise<void> {
     rec.write({ ev: "stop", t: monoNs(), token, why });
   };
 
+  /** One withLeadership() call per reign until resigned; null, or why the API broke its word. */
+  const oneShots = async (): Promise<string | null> => {
+    const { redis: _r, key: _k, ttlMs: _t, ...settings } = options;
+    while (!stop.signal.aborted) {
+      let calls = 0;
+      try {
+        await withLeadership(options.redis, key, ttlMs, async (lease) => {
+          calls += 1;
+          if (calls > 1) return; // reported below, after the call
+          await reign(lease);
+        }, { ...settings, signal: stop.signal });
+      } catch (e) {
+        // A lost term ends the call with LeadershipLost; a resign with the signal's reason.
+        if (!stop.signal.aborted && !(e instanceof LeadershipLost)) throw e;
+      }
+      if (calls > 1) return `one-shot call ran its routine ${calls} times`;
+    }
+    return null;
+  };
+
   let why: string;
   try {
-    // run() returns when the task finishes; ours only returns when leadership ends, so
-    // campaign again until resigned.
-    for (;;) {
-      const outcome = await elector.run(reign);
-      if (outcome.kind === "resigned") {
-        why = "resigned";
-        break;
+    if (api === "oneshot") {
+      const broken = await oneShots();
+      if (broken !== null) {
+        process.stderr.write(`conformance elector: ${broken}\n`);
+        rec.write({ ev: "exit", t: monoNs(), why: broken });
+        rec.close();
+        process.exit(3);
+      }
+      why = "resigned";
+    } else {
+      // run() returns when the task finishes; ours only returns when leadership ends, so
+      // campaign again until resigned.
+      for (;;) {
+        const outcome = await elector.run(reign);
+        if (outcome.kind === "resigned") {
+          why = "resigned";
+          break;
+        }
       }
     }
   } catch (e) {

@@ -84,6 +84,40 @@ function utf8Bytes(s: string): number {
   return new TextEncoder().encode(s).length;
 }
 
+/** The longest owner base (R17): base + "#" + any reign up to 2^53-1 (16 digits) fits 256 bytes. */
+export const MAX_OWNER_BASE_BYTES = 239;
+/** The largest reign counter: exact in every language (JSON, JavaScript numbers). */
+export const MAX_REIGN = TWO_POW_53 - 1;
+
+/**
+ * R17: the owner sent on the wire for reign `reign`: `base#reign`; null if the base is not
+ * 1..=239 UTF-8 bytes or the counter is not an integer in [1, 2^53-1] (refused, never
+ * truncated). Why per reign: every command the loop abandons may still execute later (the
+ * kernel delivers bytes already written, even after the connection closed). With one owner for
+ * every reign, a new reign's ACQUIRE is an idempotent refresh of a lease an earlier reign held
+ * (same token), and that reign's late RELEASE then ends the NEW reign while it acts: two
+ * leaders. With `base#n` the late command names an owner that no longer holds anything.
+ */
+export function reignOwner(base: string, reign: number): string | null {
+  const bytes = utf8Bytes(base);
+  if (bytes < 1 || bytes > MAX_OWNER_BASE_BYTES) return null;
+  if (!Number.isSafeInteger(reign) || reign < 1 || reign > MAX_REIGN) return null;
+  return `${base}#${reign}`;
+}
+
+/** Events of the loop that next_reign() is asked about (next_reign.json). */
+export type ReignEvent = "granted" | "unconfirmed" | "not_granted" | "error" | "stepped_down";
+
+/**
+ * R17: the reign counter after `event`. Only a step-down (leaving the leader state for any
+ * reason) advances it. Why nothing else: inside one campaign the R7/R16 re-asks (late grant,
+ * unacked grant, timed-out ACQUIRE) must refresh the campaign's OWN grant, so they keep the
+ * owner.
+ */
+export function nextReign(reign: number, event: ReignEvent): number {
+  return event === "stepped_down" ? reign + 1 : reign;
+}
+
 /**
  * The first rule a configuration breaks, as [rule, why]; null if it is usable. Rule names are
  * shared with every client (config_validate.json). Checked before anything is sent.
@@ -94,8 +128,11 @@ export function configProblem(
   owner: string,
 ): [string, string] | null {
   if (key.length === 0) return ["key", "key is empty"];
+  // `owner` is the base (R17): base + "#" + any reign number must fit the server's 256 bytes.
   const ownerBytes = utf8Bytes(owner);
-  if (ownerBytes === 0 || ownerBytes > 256) return ["owner", "owner must be 1..=256 bytes"];
+  if (ownerBytes === 0 || ownerBytes > MAX_OWNER_BASE_BYTES) {
+    return ["owner", `owner (the base of base#reign) must be 1..=${MAX_OWNER_BASE_BYTES} UTF-8 bytes`];
+  }
   if (!Number.isInteger(cfg.ttlMs) || cfg.ttlMs < 1) {
     return ["ttl", "ttl must be a whole number of ms, at least 1"];
   }

@@ -15,6 +15,8 @@ import type { DecisionConfig, ErrorKind, Failure, StepDownReason } from "./decid
 import { consoleLogger, type Logger } from "./log.js";
 import { noMetrics, type MetricsSink } from "./metrics.js";
 import * as t from "./transport.js";
+import { fence, type CommandArg } from "./fence.js";
+import type { Cluster, Redis } from "ioredis";
 import { connectionFactory, Link, type ConnectionSpec, type LeaseInfo, type Outcome } from "./transport.js";
 
 /** Monotonic now, µs. */
@@ -28,7 +30,12 @@ export interface ElectorOptions {
   key: string;
   /** Lease TTL (server-side expiry), whole ms. */
   ttlMs: number;
-  /** Owner id; default host-pid-random, unique per process incarnation. */
+  /**
+   * Owner base; default host-pid-random, unique per process incarnation, 1..=239 UTF-8 bytes.
+   * The owner sent to the server is `base#reign` (protocol R17), a new one after every
+   * step-down; Electors made one after another with the same base continue its reign numbers.
+   * Two Electors alive at the same time must not share a base.
+   */
   owner?: string;
   /** Time between renewals (default ttl/3). */
   renewIntervalMs?: number;
@@ -62,6 +69,7 @@ export interface Lease {
   /** This term's fencing token (an integer below 2^53): pass it to the protected resource. */
   readonly token: number;
   readonly key: string;
+  /** The owner this reign holds the lease as, on the server: `base#reign` (protocol R17). */
   readonly owner: string;
   /**
    * Aborted at the stop point (deadline - stopBudget), or at once when leadership ends for any
@@ -79,13 +87,20 @@ export interface Lease {
    * as the first statement after a GC pause or SIGSTOP).
    */
   isLeader(): boolean;
+  /**
+   * `LEASE.FENCE key token command...` with this reign's key and token, on `redis` (your
+   * application's connection): the command's reply, or a FencedError if a newer reign exists
+   * (the command did not run). Safe whenever it lands, even after a stall: see fence().
+   */
+  fence(redis: Redis | Cluster, ...command: CommandArg[]): Promise<unknown>;
 }
 
 /** `lease.signal.reason` when leadership ends. */
 export class LeadershipLost extends Error {
   override name = "LeadershipLost";
-  constructor(readonly reason: StepDownReason, readonly token: number) {
-    super(`leadership ended: ${reason}`);
+  /** `cause`: the one-shot routine's own error, when it threw after its term ended. */
+  constructor(readonly reason: StepDownReason, readonly token: number, options?: { cause?: unknown }) {
+    super(`leadership ended: ${reason}`, options);
   }
 }
 
@@ -105,6 +120,9 @@ export interface SteppedDownEvent {
 
 /** How run() ended. */
 export type RunOutcome<R> = { kind: "resigned" } | { kind: "task_finished"; value: R };
+
+/** How a campaign ended: run()'s outcomes, or (one reign only) the term was lost. */
+export type CampaignEnd<R> = RunOutcome<R> | { kind: "lost"; lost: LeadershipLost };
 
 export interface ElectorEvents {
   /** This instance became leader (the task is starting). */
@@ -143,6 +161,8 @@ class LeaseImpl implements Lease {
   private readonly ac = new AbortController();
   private ended = false;
   private stopTimer: NodeJS.Timeout | null = null;
+  /** When the signal actually fired (the task could first learn of the stop); set by abort(). */
+  abortedAtUs = Number.POSITIVE_INFINITY;
 
   constructor(
     readonly token: number,
@@ -173,6 +193,10 @@ class LeaseImpl implements Lease {
   isLeader(): boolean {
     if (this.ended || this.ac.signal.aborted) return false;
     return !this.checkClock();
+  }
+
+  fence(redis: Redis | Cluster, ...command: CommandArg[]): Promise<unknown> {
+    return fence(redis, this.key, this.token, ...command);
   }
 
   /** True (and the signal aborted) if the stop point has passed. */
@@ -212,7 +236,10 @@ class LeaseImpl implements Lease {
       clearTimeout(this.stopTimer);
       this.stopTimer = null;
     }
-    if (!this.ac.signal.aborted) this.ac.abort(new LeadershipLost(reason, this.token));
+    if (!this.ac.signal.aborted) {
+      this.abortedAtUs = nowUs();
+      this.ac.abort(new LeadershipLost(reason, this.token));
+    }
   }
 
   end(reason: StepDownReason): void {
@@ -224,7 +251,7 @@ class LeaseImpl implements Lease {
 type TaskState<R> = { done: false } | { done: true; ok: true; value: R } | { done: true; ok: false; error: unknown };
 
 type LeadEnd<R> =
-  | { kind: "lost" }
+  | { kind: "lost"; reason: StepDownReason; token: number; task: TaskState<R> }
   | { kind: "resigned" }
   | { kind: "finished"; value: R }
   | { kind: "failed"; error: unknown };
@@ -236,9 +263,33 @@ export interface Elector {
   emit<K extends keyof ElectorEvents>(event: K, ...args: ElectorEvents[K]): boolean;
 }
 
+/**
+ * Electors that keep one owner across reigns: the behaviour before protocol R17, which lets a
+ * late RELEASE of an earlier reign end the current one. Only for the conformance elector's
+ * negative control (`--mode reuse-owner`); reachable through unsafeReuseOwnerAcrossReigns(),
+ * which index.ts does not export (and package.json's "exports" hides this file).
+ */
+const reusesOwner = new WeakSet<object>();
+
+/**
+ * R17 across Elector objects: the next reign number of every owner base an application GAVE
+ * (options.owner) in this process. Why: a new Elector (or a new withLeadership() call) with the
+ * same given base would otherwise start again at reign 1, and its first ACQUIRE would refresh a
+ * lease an earlier object's reign still holds (same owner, same token) — the issue-23 bug
+ * across objects. Default bases are random per Elector, so they need no entry (the map stays as
+ * small as the set of names the application chose).
+ */
+const givenBaseNextReign = new Map<string, number>();
+
+/** NOT public API: make `e` reuse its first reign's owner forever (a known-unsafe mode). */
+export function unsafeReuseOwnerAcrossReigns(e: Elector): void {
+  reusesOwner.add(e);
+}
+
 /** One candidate for one lease key. */
 export class Elector extends EventEmitter {
   readonly key: string;
+  /** The owner base; the server sees `owner#reign` (see `currentOwner`). */
   readonly owner: string;
   readonly config: Readonly<DecisionConfig>;
   private readonly log: Logger;
@@ -261,14 +312,24 @@ export class Elector extends EventEmitter {
   private leading: LeaseImpl | null = null;
   private observeTimer: NodeJS.Timeout | null = null;
   private lastObserved: string | undefined = undefined;
+  /** currentLeader() calls in flight (they share observeLink with the `leader` polling). */
+  private observeCalls = 0;
+  /** R17: the reign counter; starts at 1, advanced only by a step-down (decide.nextReign). */
+  private reign = 1;
+  /** Whether the application gave the base (then its reigns continue across Electors). */
+  private readonly givenBase: boolean;
 
   constructor(options: ElectorOptions) {
     super();
     this.key = options.key;
     this.owner = options.owner ?? defaultOwner();
+    this.givenBase = options.owner !== undefined;
     this.config = Object.freeze(decisionConfig(options));
     const problem = decide.configProblem(this.config, this.key, this.owner);
     if (problem !== null) throw new RangeError(`invalid configuration: ${problem[0]}: ${problem[1]}`);
+    if (this.givenBase) this.reign = givenBaseNextReign.get(this.owner) ?? 1;
+    const unsupported = t.ioredisProblem(t.IOREDIS_VERSION);
+    if (unsupported !== null) throw new RangeError(unsupported);
     this.log = options.logger ?? consoleLogger();
     this.metrics = options.metrics ?? noMetrics;
     const factory = connectionFactory(options.redis, Math.max(100, this.config.opTimeoutUs / 1000));
@@ -276,6 +337,21 @@ export class Elector extends EventEmitter {
     this.cmdLink = new Link(factory, this.log, "cmd");
     this.observeLink = new Link(factory, this.log, "observe");
     this.observeIntervalMs = options.observeIntervalMs ?? this.config.renewIntervalUs / 1000;
+  }
+
+  /** The owner the server sees for the current (or next) reign: `owner#reign` (protocol R17). */
+  get currentOwner(): string {
+    const o = decide.reignOwner(this.owner, this.reign);
+    // Only past 2^53-1 reigns: refuse to campaign rather than reuse or wrap an owner.
+    if (o === null) throw new RangeError(`reign counter ${this.reign} exhausted`);
+    return o;
+  }
+
+  /** R17: a step-down ends the reign; the next campaign asks as a new owner. */
+  private endReign(): void {
+    if (reusesOwner.has(this)) return;
+    this.reign = decide.nextReign(this.reign, "stepped_down");
+    if (this.givenBase) givenBaseNextReign.set(this.owner, Math.max(this.reign, givenBaseNextReign.get(this.owner) ?? 1));
   }
 
   /** True while this instance leads (stop point ahead on the monotonic clock). */
@@ -298,15 +374,41 @@ export class Elector extends EventEmitter {
     this.currentOp?.abort();
     this.wake();
     const r = this.running;
-    return r === null ? Promise.resolve() : r.then(() => undefined, () => undefined);
+    const ended = r === null ? Promise.resolve() : r.then(() => undefined, () => undefined);
+    // Whatever connections remain (run() closes its own; a currentLeader() call may be in
+    // flight) are closed: a resigned elector must not keep the process alive.
+    return ended.then(() => this.closeLinks());
   }
 
-  /** LEASE.GET: the current leader (null = no live lease), bounded by opTimeout. */
+  /** The same as resign(), under the name an ioredis user looks for: final, closes every connection. */
+  close(): Promise<void> {
+    return this.resign();
+  }
+
+  /**
+   * LEASE.GET: the current leader (null = no live lease), bounded by opTimeout. Works on an
+   * elector that never ran; its connection is closed after the call unless run() is active, so
+   * it does not keep the process alive.
+   */
   async currentLeader(): Promise<LeaseInfo | null> {
-    const r = await this.observeLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.get(c, this.key));
-    if (r.ok) return r.value;
-    if ("aborted" in r) throw new Error("LEASE.GET aborted");
-    throw new Error(`LEASE.GET: ${r.failure.kind} (${r.message})`);
+    this.observeCalls += 1;
+    try {
+      const r = await this.observeLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.get(c, this.key));
+      if (r.ok) return r.value;
+      if ("aborted" in r) throw new Error("LEASE.GET aborted");
+      throw new Error(`LEASE.GET: ${r.failure.kind} (${r.message})`);
+    } finally {
+      this.observeCalls -= 1;
+      // Why: an open socket keeps Node's event loop (the process) alive; outside run() nothing
+      // else would ever close it.
+      if (this.observeCalls === 0 && this.running === null) this.observeLink.close();
+    }
+  }
+
+  private closeLinks(): void {
+    this.blockLink.close();
+    this.cmdLink.close();
+    this.observeLink.close();
   }
 
   /**
@@ -316,16 +418,42 @@ export class Elector extends EventEmitter {
    * or when the task returned by itself ({ kind: "task_finished", value }), after the lease was
    * released in both cases. Rejects with the task's error if the task threw (after release).
    * Redis errors never end run(): they are retried, logged and counted.
+   *
+   * `options.signal`: aborting it is resign() (final); already aborted, run() sends nothing
+   * and resolves { kind: "resigned" }.
    */
-  run<R>(task: (lease: Lease) => R | Promise<R>): Promise<RunOutcome<R>> {
+  run<R>(task: (lease: Lease) => R | Promise<R>, options: { signal?: AbortSignal } = {}): Promise<RunOutcome<R>> {
+    return this.start(task, false, options.signal).then((end) => {
+      // Unreachable: only a one-reign campaign ends on a lost term.
+      if (end.kind === "lost") throw end.lost;
+      return end;
+    });
+  }
+
+  /**
+   * @internal Not public API (use withLeadership): campaign, lead once, end; see oneReign in
+   * campaign(). Stripped from the .d.ts (stripInternal).
+   */
+  runOneReign<R>(task: (lease: Lease) => R | Promise<R>): Promise<CampaignEnd<R>> {
+    return this.start(task, true, undefined);
+  }
+
+  private start<R>(task: (lease: Lease) => R | Promise<R>, oneReign: boolean, signal: AbortSignal | undefined): Promise<CampaignEnd<R>> {
     if (this.running !== null) return Promise.reject(new Error("run() is already running"));
-    const p = this.campaign(task).finally(() => {
+    const onAbort = (): void => void this.resign();
+    // Why set the flag directly when already aborted: resign() would only take effect after
+    // the campaign started; this way not even the first ACQUIRE is sent.
+    if (signal?.aborted) this.resigned = true;
+    else signal?.addEventListener("abort", onAbort, { once: true });
+    const p = this.campaign(task, oneReign).finally(() => {
+      signal?.removeEventListener("abort", onAbort);
       this.running = null;
       this.stopObserving();
-      // No connection outlives run(): they are remade lazily by the next run().
+      // No connection outlives run(): they are remade lazily by the next run(). A
+      // currentLeader() call in flight closes observeLink itself when it is done.
       this.blockLink.close();
       this.cmdLink.close();
-      this.observeLink.close();
+      if (this.observeCalls === 0) this.observeLink.close();
     });
     this.running = p;
     return p;
@@ -372,7 +500,7 @@ export class Elector extends EventEmitter {
   }
 
   private fields(extra: Record<string, string | number | boolean | null> = {}): Record<string, string | number | boolean | null> {
-    return { key: this.key, owner: this.owner, ...extra };
+    return { key: this.key, owner: decide.reignOwner(this.owner, this.reign) ?? this.owner, ...extra };
   }
 
   private emitSafe<K extends keyof ElectorEvents>(event: K, ...args: ElectorEvents[K]): void {
@@ -410,7 +538,11 @@ export class Elector extends EventEmitter {
     }
   }
 
-  private async campaign<R>(task: (lease: Lease) => R | Promise<R>): Promise<RunOutcome<R>> {
+  /**
+   * The follower/leader loop. `oneReign`: end after the first reign whatever its outcome (the
+   * one-shot API), instead of campaigning again after a lost term.
+   */
+  private async campaign<R>(task: (lease: Lease) => R | Promise<R>, oneReign: boolean): Promise<CampaignEnd<R>> {
     const cfg = this.config;
     let attempt = 0;
     // A grant the server gave us that we may not use (not acked by replicas, or too late). We
@@ -431,8 +563,11 @@ export class Elector extends EventEmitter {
       const link = blockUs === null ? this.cmdLink : this.blockLink;
       // Why before sending: the deadline must count from a point no later than the moment the
       // server starts the TTL (connecting, if needed, happens after this: conservative).
+      // R17: one owner per campaign (the re-asks below refresh our own grant); a step-down
+      // inside lead() advances the reign, so the next campaign asks as a new owner.
+      const owner = this.currentOwner;
       const sentAt = nowUs();
-      const r = await this.op(link, limitUs, (c) => t.acquire(c, this.key, this.owner, cfg.ttlMs, blockMs, w));
+      const r = await this.op(link, limitUs, (c) => t.acquire(c, this.key, owner, cfg.ttlMs, blockMs, w));
       const now = nowUs();
       if (!r.ok && "aborted" in r) {
         // Resigned while asking: the abandoned ACQUIRE may have been granted after all.
@@ -454,6 +589,12 @@ export class Elector extends EventEmitter {
           const end = await this.lead(d.token, d.deadlineUs, d.nextRenewUs, task);
           switch (end.kind) {
             case "lost":
+              // Why end here for the one-shot API: its routine runs once; a second reign would
+              // run it again and hand back a value from a term the caller never asked for.
+              if (oneReign) {
+                const cause = end.task.done && !end.task.ok ? { cause: end.task.error } : undefined;
+                return { kind: "lost", lost: new LeadershipLost(end.reason, end.token, cause) };
+              }
               break;
             case "resigned":
               return { kind: "resigned" };
@@ -514,11 +655,13 @@ export class Elector extends EventEmitter {
     const cfg = this.config;
     let deadline = deadlineUs;
     let nextRenew = nextRenewUs;
-    const lease = new LeaseImpl(token, this.key, this.owner, deadline, cfg, () => this.wake());
+    // The reign's owner: every command of this reign (RENEW, RELEASE) names it.
+    const owner = this.currentOwner;
+    const lease = new LeaseImpl(token, this.key, owner, deadline, cfg, () => this.wake());
     this.leading = lease;
     this.metrics.leader(token, deadline / 1000, "acquired");
     this.log.info("became leader", this.fields({ token, reason: "acquired", lead_ms: Math.round((deadline - nowUs()) / 1000) }));
-    this.emitSafe("elected", { key: this.key, owner: this.owner, token, deadline: deadline / 1000 });
+    this.emitSafe("elected", { key: this.key, owner, token, deadline: deadline / 1000 });
 
     // A holder, not a `let`: it is set by the task's callbacks, read by the loop.
     const task_: { state: TaskState<R> } = { state: { done: false } };
@@ -564,7 +707,7 @@ export class Elector extends EventEmitter {
       }
       const limitUs = decide.opLimit(cfg, null);
       const w = decide.waitFor(cfg);
-      const r = await this.op(this.cmdLink, limitUs, (c) => t.renew(c, this.key, this.owner, token, cfg.ttlMs, w), stop);
+      const r = await this.op(this.cmdLink, limitUs, (c) => t.renew(c, this.key, owner, token, cfg.ttlMs, w), stop);
       const now = nowUs();
       if (!r.ok && "aborted" in r) continue; // resign or stop point: the checks above decide.
       this.observe("renew", r);
@@ -600,10 +743,18 @@ export class Elector extends EventEmitter {
     const f = this.fields({ token, reason });
     if (reason === "renew_rejected" || reason === "deadline") this.log.warn("lost leadership", f);
     else this.log.info("stepping down", f);
-    this.emitSafe("stepped-down", { key: this.key, owner: this.owner, token, reason });
+    this.emitSafe("stepped-down", { key: this.key, owner, token, reason });
 
-    // The task was told at the stop point; give it until the deadline.
-    while (!task_.state.done && nowUs() < deadline) await this.sleepUntil(deadline);
+    // The task was told at the stop point; give it until the deadline, or stopBudget of loop
+    // time after its signal actually fired, whichever is later. Why the second bound: after an
+    // event-loop stall (or a pause) the signal fires only when the loop runs again, possibly
+    // past the deadline, and this code may run before the task had a single turn; judging then
+    // would log a false overrun and skip the RELEASE of a task that stops at once. Waiting
+    // longer is safe: the task runs (or not) whatever we wait, and the RELEASE still follows
+    // its stop (R13); late, it names this reign's owner and token, so it answers 0 if the
+    // lease already expired and went to someone else (R17).
+    const taskDeadline = Math.max(deadline, lease.abortedAtUs + cfg.stopBudgetUs);
+    while (!task_.state.done && nowUs() < taskDeadline) await this.sleepUntil(taskDeadline);
     const overrun = !task_.state.done;
     if (overrun) {
       // A JS task cannot be killed: count and log it. Protocol R13: do not RELEASE for a task
@@ -611,23 +762,27 @@ export class Elector extends EventEmitter {
       // our deadline), which keeps a successor out as long as it can. Past that only fencing
       // protects the resource from this task.
       this.metrics.taskOverrun();
-      this.log.error("leader task still running at the local deadline (it ignores lease.signal); not releasing", f);
+      this.log.error("leader task still running at the local deadline and stopBudget after its signal (it ignores lease.signal); not releasing", f);
     }
     // Why release only now: the lease must stay ours until our task has stopped, otherwise the
     // next leader could start while we still work.
-    if (!overrun && decide.releaseAfter(reason)) await this.release(token);
+    if (!overrun && decide.releaseAfter(reason)) await this.release(owner, token);
+    // R17: whatever happens to the RELEASE (answered, timed out and still in flight, not sent),
+    // the next reign asks as a new owner, so a late RELEASE or RENEW of this one can only
+    // answer 0.
+    this.endReign();
     const s = task_.state;
     if (reason === "task_exited" && s.done) {
       return s.ok ? { kind: "finished", value: s.value } : { kind: "failed", error: s.error };
     }
     if (reason === "resigned") return { kind: "resigned" };
-    return { kind: "lost" };
+    return { kind: "lost", reason, token, task: s };
   }
 
   /** Best-effort LEASE.RELEASE (bounded by opTimeout); if it fails the lease expires on the server. */
-  private async release(token: number): Promise<void> {
+  private async release(owner: string, token: number): Promise<void> {
     // Not abortable by resign: releasing IS the resign's last step.
-    const r = await this.cmdLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.release(c, this.key, this.owner, token));
+    const r = await this.cmdLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.release(c, this.key, owner, token));
     this.observe("release", r);
     if (r.ok) this.log.info("released lease", this.fields({ token, released: r.value }));
     else if (!("aborted" in r)) {
@@ -639,7 +794,9 @@ export class Elector extends EventEmitter {
   private async releaseStray(maybeGranted: boolean): Promise<void> {
     if (!maybeGranted) return;
     const r = await this.cmdLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.get(c, this.key));
-    if (r.ok && r.value !== null && r.value.owner === this.owner) await this.release(r.value.token);
+    // The campaign's owner: a grant an abandoned ACQUIRE of this campaign may have obtained.
+    const owner = this.currentOwner;
+    if (r.ok && r.value !== null && r.value.owner === owner) await this.release(owner, r.value.token);
   }
 
   // ---- followers: observe the current leader (only while someone listens to `leader`) ----

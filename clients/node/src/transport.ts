@@ -10,6 +10,8 @@
  * error, timeout or abandoned call; the next call makes a fresh one.
  */
 import { Cluster, Command, Redis } from "ioredis";
+import type { Pipeline } from "ioredis";
+import { createRequire } from "node:module";
 import type { ClusterNode, ClusterOptions, RedisOptions } from "ioredis";
 import { classifyServerError, TWO_POW_53, type Failure, type WaitFor } from "./decide.js";
 import type { Logger } from "./log.js";
@@ -68,18 +70,42 @@ export const SAFE_REDIS_OPTIONS = {
   readOnly: false,
 } satisfies Partial<RedisOptions>;
 
+/** The version of the ioredis this package runs on (a peer dependency: the application's). */
+export const IOREDIS_VERSION: string = (createRequire(import.meta.url)("ioredis/package.json") as { version: string }).version;
+
+/** The ioredis versions the install test (install-test.sh) runs the client with. */
+export const SUPPORTED_IOREDIS = ">=5.3.0 <7 (tested: 5.3.0, 5.6.0, 5.8.0, 5.10.0, 5.11.1, 6.0.0)";
+
+/**
+ * Why an ioredis version cannot be used, or null. Checked when an Elector is made, so that an
+ * unknown major is refused with this line instead of failing on every command later.
+ */
+export function ioredisProblem(version: string): string | null {
+  const m = /^(\d+)\.(\d+)\./.exec(version);
+  const major = Number(m?.[1] ?? NaN);
+  const minor = Number(m?.[2] ?? NaN);
+  // Why from 5.3: the named export `Redis` this package imports appeared in 5.3.0.
+  if ((major === 5 && minor >= 3) || major === 6) return null;
+  return `ioredis ${version} is not supported by redis-lease (supported: ${SUPPORTED_IOREDIS})`;
+}
+
 /** How each ConnectionSpec becomes a fresh, SAFE connection. */
 export function connectionFactory(spec: ConnectionSpec, connectTimeoutMs: number): () => RedisConnection {
   const base = { ...SAFE_REDIS_OPTIONS, connectTimeout: connectTimeoutMs };
   if (typeof spec === "string") return () => new Redis(spec, base);
-  // Duck-typed, not instanceof: the application's ioredis may be another copy (version) than ours.
+  // Duck-typed, not instanceof, and rebuilt with OUR classes from the instance's options (what
+  // duplicate() does): the instance may come from another copy (version) of ioredis than ours
+  // (a folder linked with its own node_modules), and commands built by one copy must not be
+  // sent through another's connection.
   if (isInstance(spec)) {
     if (spec.isCluster) {
       const cluster = spec as Cluster;
-      return () => cluster.duplicate([], clusterOptions(cluster.options as ClusterOptions, base));
+      const nodes = (cluster as unknown as { startupNodes?: unknown }).startupNodes;
+      if (!Array.isArray(nodes)) throw new TypeError("redis: a Cluster instance without startupNodes (not an ioredis Cluster?)");
+      return () => new Cluster(nodes.slice(0), clusterOptions(cluster.options as ClusterOptions, base));
     }
     const redis = spec as Redis;
-    return () => redis.duplicate(base);
+    return () => new Redis({ ...redis.options, ...base });
   }
   if ("cluster" in spec && Array.isArray(spec.cluster)) {
     const nodes = spec.cluster;
@@ -241,10 +267,99 @@ export class Link {
  * needs (it counts the acks of this connection's own writes).
  */
 function send(c: RedisConnection, routeKey: string, name: string, args: Array<string | number>): Promise<unknown> {
-  const cmd = new Command(name, args, { replyEncoding: "utf8" });
-  (cmd as unknown as { keys?: Array<string | Buffer> }).keys = [routeKey];
+  const cmd = routed(routeKey, name, args);
   c.sendCommand(cmd);
   return cmd.promise;
+}
+
+/** A command routed by `routeKey` under Cluster (see send()), replies decoded as utf-8. */
+export function routed(routeKey: string, name: string, args: Array<string | number | Buffer>): Command {
+  const cmd = new Command(name, args, { replyEncoding: "utf8" });
+  (cmd as unknown as { keys?: Array<string | Buffer> }).keys = [routeKey];
+  return cmd;
+}
+
+function isCluster(c: RedisConnection): c is Cluster {
+  return (c as { isCluster?: boolean }).isCluster === true;
+}
+
+/**
+ * A lease write and then, if `needWait(reply)`, `WAIT` on THE SAME connection: WAIT counts
+ * the replica acks of its own connection's writes, so on another connection it confirms
+ * nothing (or, worse, answers at once with the replicas of a node that never saw the write).
+ * Plain and Sentinel connections are one socket, so two sends in a row share it. Under Cluster
+ * each command is routed by the slot map on its own, and the map can change between the two
+ * (a MOVED, ASK, or ioredis' periodic refresh), so there the write and WAIT go as ONE pipeline
+ * to one node; if the write is redirected (MOVED/ASK), the pair is sent again, as one pipeline,
+ * to the node named by the redirect (after ASKING for ASK). The cost: a WAIT also follows a
+ * write that did not need it (a nil ACQUIRE, a RENEW answered 0); it then returns at once
+ * unless earlier writes of this connection are still unacknowledged (bounded by WAIT's timeout).
+ */
+async function writeThenWait(
+  c: RedisConnection,
+  key: string,
+  name: string,
+  args: Array<string | number>,
+  w: WaitFor | null,
+  needWait: (reply: unknown) => boolean,
+): Promise<{ reply: unknown; acked: number | null }> {
+  if (w === null) return { reply: await send(c, key, name, args), acked: null };
+  if (!isCluster(c)) {
+    const reply = await send(c, key, name, args);
+    return { reply, acked: needWait(reply) ? await wait(c, key, w) : null };
+  }
+  const first = await pipelinePair(c.pipeline() as unknown as Pipeline, key, name, args, w, false);
+  let out = first;
+  if (first.redirect !== null) {
+    const { kind, target } = first.redirect;
+    if (kind === "MOVED") c.refreshSlotsCache();
+    const node = c.nodes("all").find((n) => `${n.options.host ?? ""}:${n.options.port ?? ""}` === target);
+    if (node === undefined) throw first.writeError;
+    out = await pipelinePair(node.pipeline() as unknown as Pipeline, key, name, args, w, kind === "ASK");
+    if (out.redirect !== null) throw out.writeError;
+  }
+  if (out.writeError !== null) throw out.writeError;
+  const acked = needWait(out.reply) ? parseWait(out.waitReply, out.waitError) : null;
+  return { reply: out.reply, acked };
+}
+
+interface PairResult {
+  reply: unknown;
+  writeError: Error | null;
+  waitReply: unknown;
+  waitError: Error | null;
+  redirect: { kind: "MOVED" | "ASK"; target: string } | null;
+}
+
+async function pipelinePair(
+  p: Pipeline,
+  key: string,
+  name: string,
+  args: Array<string | number>,
+  w: WaitFor,
+  asking: boolean,
+): Promise<PairResult> {
+  if (asking) p.sendCommand(new Command("ASKING", [], { replyEncoding: "utf8" }));
+  p.sendCommand(routed(key, name, args));
+  // The route key on WAIT too: a pipeline on a Cluster must name one slot for all its commands.
+  p.sendCommand(routed(key, "WAIT", [w.replicas, w.timeoutMs]));
+  const results = (await p.exec()) ?? [];
+  const off = asking ? 1 : 0;
+  const [writeErr, reply] = results[off] ?? [new Error("pipeline lost the write's reply"), null];
+  const [waitErr, waitReply] = results[off + 1] ?? [new Error("pipeline lost WAIT's reply"), null];
+  let redirect: PairResult["redirect"] = null;
+  if (writeErr !== null) {
+    const m = /^(MOVED|ASK) [0-9]+ (\S+)/.exec(writeErr.message);
+    if (m !== null) redirect = { kind: m[1] as "MOVED" | "ASK", target: m[2] ?? "" };
+  }
+  return { reply, writeError: writeErr, waitReply, waitError: waitErr, redirect };
+}
+
+function parseWait(v: unknown, err: Error | null): number {
+  if (err !== null) throw err;
+  const n = parseInteger(v, "WAIT");
+  if (n < 0) throw new ProtocolError(`WAIT replied ${n}`);
+  return n;
 }
 
 const INT = /^-?[0-9]+$/;
@@ -319,11 +434,9 @@ export interface Granted {
   acked: number | null;
 }
 
-/** WAIT n timeout on the same connection, right after the write it confirms. */
+/** WAIT n timeout, right after the write it confirms (plain/Sentinel: the same socket). */
 async function wait(c: RedisConnection, key: string, w: WaitFor): Promise<number> {
-  const n = parseInteger(await send(c, key, "WAIT", [w.replicas, w.timeoutMs]), "WAIT");
-  if (n < 0) throw new ProtocolError(`WAIT replied ${n}`);
-  return n;
+  return parseWait(await send(c, key, "WAIT", [w.replicas, w.timeoutMs]), null);
 }
 
 /** `LEASE.ACQUIRE key owner ttl [BLOCK ms]` (+ WAIT when granted and `w` is set). */
@@ -337,10 +450,9 @@ export async function acquire(
 ): Promise<Granted> {
   const args: Array<string | number> = [key, owner, ttlMs];
   if (blockMs !== null) args.push("BLOCK", blockMs);
-  const v = await send(c, key, "LEASE.ACQUIRE", args);
-  const token = v === null ? null : parseToken(v, "LEASE.ACQUIRE");
-  const acked = token !== null && w !== null ? await wait(c, key, w) : null;
-  return { token, acked };
+  const r = await writeThenWait(c, key, "LEASE.ACQUIRE", args, w, (v) => v !== null);
+  const token = r.reply === null ? null : parseToken(r.reply, "LEASE.ACQUIRE");
+  return { token, acked: token === null ? null : r.acked };
 }
 
 /** `LEASE.RENEW key owner token ttl` (+ WAIT when renewed and `w` is set). */
@@ -352,9 +464,9 @@ export async function renew(
   ttlMs: number,
   w: WaitFor | null,
 ): Promise<{ renewed: boolean; acked: number | null }> {
-  const renewed = parseBool01(await send(c, key, "LEASE.RENEW", [key, owner, token, ttlMs]), "LEASE.RENEW");
-  const acked = renewed && w !== null ? await wait(c, key, w) : null;
-  return { renewed, acked };
+  const r = await writeThenWait(c, key, "LEASE.RENEW", [key, owner, token, ttlMs], w, (v) => v === "1" || v === 1);
+  const renewed = parseBool01(r.reply, "LEASE.RENEW");
+  return { renewed, acked: renewed ? r.acked : null };
 }
 
 /** `LEASE.RELEASE key owner token`: true if it was held and is now free. */

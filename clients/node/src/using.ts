@@ -3,15 +3,21 @@
  *
  *   await withLeadership(redis, "jobs:report", 10_000, async (lease) => {
  *     for (const step of steps) {
- *       if (lease.signal.aborted) break;   // or: if (!lease.isLeader()) break;
- *       await step(lease.token, { signal: lease.signal });
+ *       if (!lease.isLeader()) break;      // reads the clock: right even after a stall
+ *       await step(lease.token);           // fenced with lease.token where the resource can
  *     }
  *   });
  *
- * Campaigns until elected, runs the routine once while keeping the lease renewed, then
- * releases the lease and resolves with the routine's value (rejects with its error, after the
- * release). If leadership is lost meanwhile, `lease.signal` aborts before the local deadline;
- * the routine's value is still returned once it stopped (check `lease.signal.aborted` to know).
+ * Campaigns until elected, runs the routine ONCE in that one reign while keeping the lease
+ * renewed, then releases the lease and ends; it never campaigns a second time.
+ * - The routine returned while still leader: resolves with its value (after the release).
+ * - The routine threw while still leader: rejects with its error (after the release).
+ * - The term ended first (renewal refused, stop point reached): `lease.signal` aborted, and once
+ *   the routine has stopped (or the local deadline passed) the promise rejects with a
+ *   `LeadershipLost` (`reason`, `token`; `cause` = the routine's error if it threw). The
+ *   routine's value, if it returned one after the loss, is dropped: its work may have outlived
+ *   the lease, so the caller must not take it as done under leadership.
+ * - `settings.signal` aborted: resigns; rejects with the signal's reason.
  */
 import { Elector, type ElectorOptions, type Lease } from "./elector.js";
 import type { ConnectionSpec } from "./transport.js";
@@ -35,8 +41,9 @@ export async function withLeadership<T>(
   const onAbort = (): void => void elector.resign();
   signal?.addEventListener("abort", onAbort, { once: true });
   try {
-    const outcome = await elector.run(routine);
+    const outcome = await elector.runOneReign(routine);
     if (outcome.kind === "task_finished") return outcome.value;
+    if (outcome.kind === "lost") throw outcome.lost;
     // Resigned through `signal` before the routine ran to completion.
     throw signal?.reason ?? new Error("withLeadership: resigned");
   } finally {

@@ -207,9 +207,10 @@ describe("elector against redis-server", { skip: skip ?? false }, () => {
     const seen: Array<string | null> = [];
     b.on("leader", (info) => seen.push(info === null ? null : info.owner));
     const bRun = b.run((lease) => untilAborted(lease));
-    await waitFor(() => seen.includes("observed-leader"), 3000, "b to observe a");
+    // The server sees reign 1 of base "observed-leader" (protocol R17).
+    await waitFor(() => seen.includes("observed-leader#1"), 3000, "b to observe a");
     const info = await b.currentLeader();
-    assert.equal(info?.owner, "observed-leader");
+    assert.equal(info?.owner, "observed-leader#1");
     assert.ok((info?.pttlMs ?? 0) > 0);
     await a.resign();
     await b.resign();

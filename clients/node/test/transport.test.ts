@@ -64,3 +64,14 @@ test("the connection settings that keep ioredis from sending lease commands behi
   assert.equal(SAFE_REDIS_OPTIONS.stringNumbers, true);
   assert.equal(SAFE_REDIS_OPTIONS.commandTimeout, undefined);
 });
+
+test("ioredis versions: 5.x and 6.x accepted, any other major refused with one clear line", async () => {
+  const { ioredisProblem, IOREDIS_VERSION } = await import("../src/transport.js");
+  assert.equal(ioredisProblem("5.3.0"), null);
+  assert.equal(ioredisProblem("5.11.1"), null);
+  assert.equal(ioredisProblem("6.0.0"), null);
+  assert.equal(ioredisProblem(IOREDIS_VERSION), null);
+  for (const v of ["4.28.5", "5.2.0", "7.0.0", "garbage"]) {
+    assert.match(ioredisProblem(v) ?? "", new RegExp(`^ioredis ${v} is not supported by redis-lease \\(supported: >=5\\.3\\.0 <7`));
+  }
+});

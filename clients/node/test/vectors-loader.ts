@@ -235,6 +235,15 @@ export function actual(file: VectorFile, c: VectorCase): Obj {
       }
       return { release: d.releaseAfter(reason as d.StepDownReason) };
     }
+    case "reign_owner":
+      return { reign_owner: d.reignOwner(str(input["owner"], "owner"), num(input["reign"], "reign")) };
+    case "next_reign": {
+      const event = str(input["event"], "event");
+      if (!["granted", "unconfirmed", "not_granted", "error", "stepped_down"].includes(event)) {
+        throw new Error(`unknown reign event ${event}`);
+      }
+      return { reign: d.nextReign(num(input["reign"], "reign"), event as d.ReignEvent) };
+    }
   }
   throw new Error(`unknown decision ${JSON.stringify(file.decision)}`);
 }
