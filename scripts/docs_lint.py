@@ -16,8 +16,9 @@ file outside docs/results/:
 Illustrative names (an example flag of another tool, a name the docs show as wrong) go into
 scripts/docs-lint.allow as `FILE<TAB>SPAN` lines, so each exception is written down once.
 
-Shell blocks (a fence with info string sh, bash, shell or console) must say whether CI runs
-them, on the nearest non-blank line before the fence:
+Shell blocks (a fence with info string sh, bash, shell or console, or an unlabelled fence
+whose first line is a `$ ` prompt) must say whether CI runs them, on the nearest non-blank
+line before the fence:
 
 - `<!-- illustrative -->`: an example to adapt (addresses, paths of your own); not run;
 - `<!-- ci: FILE... -->`: every command of the block (continuation lines joined, comments
@@ -221,6 +222,10 @@ def shell_blocks(lines: list[str]) -> Iterator[tuple[int, str, str | None, list[
             fenced = True
             m = FENCE_OPEN.match(line)
             info = m.group(1).lower() if m else ""
+            # An unlabelled block whose first line is a `$ ` prompt is a console block too.
+            first = next((x for x in lines[i + 1:] if x.strip()), "")
+            if not info and first.lstrip().startswith("$ ") and not first.lstrip().startswith("```"):
+                info = "console"
             if info in SHELL_INFO:
                 j = i - 1
                 while j >= 0 and not lines[j].strip():

@@ -68,9 +68,12 @@ class Lint(unittest.TestCase):
         doc = ("Run:\n\n```sh\nscripts/ci.sh --fast\n```\n\n"
                "<!-- illustrative -->\n```bash\nmy-tool --anything\n```\n\n"
                "```python\nnot_a_shell_block()\n```\n\n"
-               "```\nunlabelled, not checked\n```\n")
+               "```\nunlabelled, not checked\n```\n\n"
+               "```\n$ an unlabelled prompt is a console block\n```\n")
         self.assertEqual(self.repo(doc), [
             "docs/guide.md:3: ```sh block without <!-- illustrative --> or <!-- ci: FILE --> "
+            "on the line before it",
+            "docs/guide.md:20: ```console block without <!-- illustrative --> or <!-- ci: FILE --> "
             "on the line before it",
         ])
 
