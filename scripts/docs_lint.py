@@ -11,7 +11,9 @@ file outside docs/results/:
   `redis unreachable again`) occurs in the code;
 - a backticked module command (`LEASE.FENCE`), setting (`lease.grace-ms`), CLI flag
   (`--min-replicas`) or metric (`lease_task_overrun_total`) occurs in the code: a tracked file
-  that is not Markdown and not a results file.
+  that is not Markdown and not a results file;
+- a backticked `MODULE LOAD path` (or `MODULE LOADEX path ...`) has `enable-module-command` in
+  its paragraph or table row (Redis 7 refuses the command by default), one rule of `CAVEATS`.
 
 Illustrative names (an example flag of another tool, a name the docs show as wrong) go into
 scripts/docs-lint.allow as `FILE<TAB>SPAN` lines, so each exception is written down once.
@@ -52,6 +54,14 @@ METRIC = re.compile(r"^(lease_[a-z0-9_]*[a-z0-9])(?:\{|$)")
 # A log line or error text quoted in prose: three or more plain lower-case words.
 MESSAGE = re.compile(r"^[a-z][a-z' ;,]*[a-z]$")
 PATH = re.compile(r"^((?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+?)(?::\d+(?:-\d+)?)?(?:::([A-Za-z_][A-Za-z0-9_]*))?$")
+# A quoted command line that must not appear without a caveat in the same paragraph (a table
+# row counts alone): (pattern of the span, required text, why). Headings are exempt. Only the
+# form with an argument (`MODULE LOAD /path`, `MODULE LOADEX path ...`), an instruction to run
+# it, is held to this; a bare mention of the command is not.
+CAVEATS = (
+    (re.compile(r"^MODULE LOAD(?:EX)? \S"), "enable-module-command",
+     "MODULE LOAD is refused by Redis 7's default enable-module-command no: say so beside it"),
+)
 SHELL_INFO = ("sh", "bash", "shell", "console")
 FENCE_OPEN = re.compile(r"^\s*```\s*([A-Za-z0-9_-]*)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*(illustrative|ci:\s*([^>]*?))\s*-->\s*$")
@@ -162,6 +172,15 @@ def check_file(root: str, doc: str, text: str, code: str, allow: set[tuple[str, 
                 continue
             n = start + para.count("\n", 0, m.start())
             problems.extend(check_span(root, doc, n, span, code))
+            line_start = para.rfind("\n", 0, m.start()) + 1
+            line = para[line_start:para.find("\n", m.start()) if "\n" in para[m.start():] else len(para)]
+            if line.lstrip().startswith("#"):
+                continue
+            # A table row stands alone; other lines count with their whole paragraph.
+            context = line if line.lstrip().startswith("|") else para
+            for pattern, needed, why in CAVEATS:
+                if pattern.match(span) and needed not in context:
+                    problems.append(Problem(doc, n, why))
     return problems
 
 

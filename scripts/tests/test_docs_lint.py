@@ -108,6 +108,16 @@ class Lint(unittest.TestCase):
         self.assertEqual(self.repo(doc, script="scripts/run --x --y\n"),
                          ["docs/guide.md:2: `scripts/other` is not run by scripts/ci.sh"])
 
+    def test_module_load_needs_its_caveat(self) -> None:
+        doc = ("Load it with `MODULE LOAD /x.so`.\n\n"
+               "Or `MODULE LOAD /x.so` where `enable-module-command` allows it.\n\n"
+               "## Services that refuse `MODULE LOAD`\n\n"
+               "| a | b |\n|---|---|\n| `MODULE LOADEX /x.so CONFIG k v` at run time | grace |\n"
+               "| `MODULE LOAD /x.so` (needs enable-module-command) | grace |\n"
+               "| a bare mention of `MODULE LOAD` | not an instruction |\n")
+        why = "MODULE LOAD is refused by Redis 7's default enable-module-command no: say so beside it"
+        self.assertEqual(self.repo(doc), [f"docs/guide.md:1: {why}", f"docs/guide.md:9: {why}"])
+
     def test_allow_list(self) -> None:
         self.assertEqual(self.repo("`--tls-cluster yes`\n", "docs/guide.md\t--tls-cluster yes\n"), [])
         self.assertEqual(len(self.repo("`--tls-cluster yes`\n")), 1)
