@@ -11,10 +11,23 @@ file outside docs/results/:
   `redis unreachable again`) occurs in the code;
 - a backticked module command (`LEASE.FENCE`), setting (`lease.grace-ms`), CLI flag
   (`--min-replicas`) or metric (`lease_task_overrun_total`) occurs in the code: a tracked file
-  that is not Markdown and not a results file.
+  that is not Markdown and not a results file;
+- a backticked `MODULE LOAD path` (or `MODULE LOADEX path ...`) has `enable-module-command` in
+  its paragraph or table row (Redis 7 refuses the command by default), one rule of `CAVEATS`.
 
 Illustrative names (an example flag of another tool, a name the docs show as wrong) go into
 scripts/docs-lint.allow as `FILE<TAB>SPAN` lines, so each exception is written down once.
+
+Shell blocks (a fence with info string sh, bash, shell or console, or an unlabelled fence
+whose first line is a `$ ` prompt) must say whether CI runs them, on the nearest non-blank
+line before the fence:
+
+- `<!-- illustrative -->`: an example to adapt (addresses, paths of your own); not run;
+- `<!-- ci: FILE... -->`: every command of the block (continuation lines joined, comments
+  dropped, `$ ` lines only in a console block) is run by one of the named repository files:
+  its words are the first words of a command line there, where a word of the file that is a
+  shell variable (`"$lang"`, `${x}`) or holds one (`clients/$lang/test.sh`) stands for any
+  word; and the program itself occurs in a FILE as more than a bare variable.
 
 Exit 0 when everything is found, 1 with one line per problem (`FILE:LINE: ...`).
 Run: scripts/docs-lint [--root DIR]
@@ -25,6 +38,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -40,6 +54,19 @@ METRIC = re.compile(r"^(lease_[a-z0-9_]*[a-z0-9])(?:\{|$)")
 # A log line or error text quoted in prose: three or more plain lower-case words.
 MESSAGE = re.compile(r"^[a-z][a-z' ;,]*[a-z]$")
 PATH = re.compile(r"^((?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+?)(?::\d+(?:-\d+)?)?(?:::([A-Za-z_][A-Za-z0-9_]*))?$")
+# A quoted command line that must not appear without a caveat in the same paragraph (a table
+# row counts alone): (pattern of the span, required text, why). Headings are exempt. Only the
+# form with an argument (`MODULE LOAD /path`, `MODULE LOADEX path ...`), an instruction to run
+# it, is held to this; a bare mention of the command is not.
+CAVEATS = (
+    (re.compile(r"^MODULE LOAD(?:EX)? \S"), "enable-module-command",
+     "MODULE LOAD is refused by Redis 7's default enable-module-command no: say so beside it"),
+)
+SHELL_INFO = ("sh", "bash", "shell", "console")
+FENCE_OPEN = re.compile(r"^\s*```\s*([A-Za-z0-9_-]*)\s*$")
+MARKER = re.compile(r"^\s*<!--\s*(illustrative|ci:\s*([^>]*?))\s*-->\s*$")
+SEPARATORS = ("|", "||", "&&", ";", "&")
+VARIABLE = re.compile(r"\$(?:\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 TOP_DIRS = ("src/", "client/", "clients/", "harness/", "model/", "fuzz/", "tests/", "testsupport/",
             "scripts/", "docs/", "conformance/", "examples/", ".ci/", "peers/", "bench/")
 
@@ -145,6 +172,15 @@ def check_file(root: str, doc: str, text: str, code: str, allow: set[tuple[str, 
                 continue
             n = start + para.count("\n", 0, m.start())
             problems.extend(check_span(root, doc, n, span, code))
+            line_start = para.rfind("\n", 0, m.start()) + 1
+            line = para[line_start:para.find("\n", m.start()) if "\n" in para[m.start():] else len(para)]
+            if line.lstrip().startswith("#"):
+                continue
+            # A table row stands alone; other lines count with their whole paragraph.
+            context = line if line.lstrip().startswith("|") else para
+            for pattern, needed, why in CAVEATS:
+                if pattern.match(span) and needed not in context:
+                    problems.append(Problem(doc, n, why))
     return problems
 
 
@@ -191,6 +227,147 @@ def check_span(root: str, doc: str, n: int, span: str, code: str) -> list[Proble
     return []
 
 
+def shell_blocks(lines: list[str]) -> Iterator[tuple[int, str, str | None, list[str]]]:
+    """Fenced shell blocks as (line of the fence, info string, marker or None, body lines)."""
+    fenced = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.lstrip().startswith("```"):
+            if fenced:
+                fenced = False
+                i += 1
+                continue
+            fenced = True
+            m = FENCE_OPEN.match(line)
+            info = m.group(1).lower() if m else ""
+            # An unlabelled block whose first line is a `$ ` prompt is a console block too.
+            first = next((x for x in lines[i + 1:] if x.strip()), "")
+            if not info and first.lstrip().startswith("$ ") and not first.lstrip().startswith("```"):
+                info = "console"
+            if info in SHELL_INFO:
+                j = i - 1
+                while j >= 0 and not lines[j].strip():
+                    j -= 1
+                mk = MARKER.match(lines[j]) if j >= 0 else None
+                body: list[str] = []
+                k = i + 1
+                while k < len(lines) and not lines[k].lstrip().startswith("```"):
+                    body.append(lines[k])
+                    k += 1
+                yield i + 1, info, (mk.group(1) if mk else None), body
+        i += 1
+
+
+def words(line: str) -> list[str]:
+    """A command line's words, comments dropped; quotes removed where shlex can parse it."""
+    try:
+        return shlex.split(line, comments=True)
+    except ValueError:
+        return line.split("#", 1)[0].split()
+
+
+def split_commands(ws: list[str]) -> list[list[str]]:
+    """Words split at `|`, `&&`, `;` ...: one list per simple command, leading `VAR=x` and
+    `exec` dropped."""
+    out: list[list[str]] = [[]]
+    for w in ws:
+        if w in SEPARATORS:
+            out.append([])
+        elif w.endswith(";") and len(w) > 1:
+            out[-1].append(w[:-1])
+            out.append([])
+        else:
+            out[-1].append(w)
+    cmds = []
+    for c in out:
+        while c and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", c[0]) or c[0] in ("exec", "then", "do", "if")):
+            c = c[1:]
+        if c:
+            cmds.append(c)
+    return cmds
+
+
+def logical_lines(lines: list[str], console: bool = False) -> list[str]:
+    """Lines with `\\`-continuations joined; in a console block only `$ ` lines, unprefixed."""
+    out: list[str] = []
+    buf = ""
+    for raw in lines:
+        line = raw.rstrip()
+        if console and not buf:
+            if not line.lstrip().startswith("$ "):
+                continue
+            line = line.lstrip()[2:]
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        out.append(buf + line)
+        buf = ""
+    if buf:
+        out.append(buf)
+    return out
+
+
+def word_pattern(w: str) -> re.Pattern[str]:
+    """A file's word as a pattern: each shell variable in it stands for any word part."""
+    parts = VARIABLE.split(w)
+    return re.compile("[^\\s]+".join(re.escape(p) for p in parts) + "$")
+
+
+def runs(cmd: list[str], file_cmds: list[list[str]]) -> bool:
+    """Whether some command of the file starts with `cmd`'s words (variables match any)."""
+    for fc in file_cmds:
+        if len(fc) >= len(cmd) and all(word_pattern(f).match(c) for c, f in zip(cmd, fc)):
+            return True
+    return False
+
+
+def names_program(program: str, file_words: list[str]) -> bool:
+    """The program occurs in a file as more than a bare variable (`"$hook" vectors` alone does
+    not vouch for `clients/go/conformance.sh`; `hook="clients/$lang/conformance.sh"` does)."""
+    for w in file_words:
+        w = w.split("=", 1)[1] if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w) else w
+        if VARIABLE.fullmatch(w) or not w:
+            continue
+        if word_pattern(w).match(program):
+            return True
+    return False
+
+
+def check_shell_blocks(root: str, doc: str, text: str) -> list[Problem]:
+    problems: list[Problem] = []
+    for n, info, marker, body in shell_blocks(text.splitlines()):
+        if marker is None:
+            problems.append(Problem(doc, n, f"```{info} block without <!-- illustrative --> or "
+                                    "<!-- ci: FILE --> on the line before it"))
+            continue
+        if marker == "illustrative":
+            continue
+        files = marker.split(":", 1)[1].split()
+        if not files:
+            problems.append(Problem(doc, n, "<!-- ci: --> names no file"))
+            continue
+        file_cmds: list[list[str]] = []
+        file_words: list[str] = []
+        for f in files:
+            path = os.path.join(root, f)
+            if not os.path.isfile(path):
+                problems.append(Problem(doc, n, f"<!-- ci: {f} -->: no such file"))
+                continue
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                for line in logical_lines(fh.read().splitlines()):
+                    ws = words(line)
+                    file_words.extend(ws)
+                    file_cmds.extend(split_commands(ws))
+        if not file_cmds:
+            continue
+        for line in logical_lines(body, console=info == "console"):
+            for cmd in split_commands(words(line)):
+                if not runs(cmd, file_cmds) or not names_program(cmd[0], file_words):
+                    problems.append(Problem(doc, n, f"`{' '.join(cmd)}` is not run by {' '.join(files)}"))
+    return problems
+
+
 def lint(root: str) -> list[Problem]:
     files = tracked(root)
     code = code_text(root, files)
@@ -200,7 +377,9 @@ def lint(root: str) -> list[Problem]:
         if not is_doc(doc):
             continue
         with open(os.path.join(root, doc), encoding="utf-8") as f:
-            problems.extend(check_file(root, doc, f.read(), code, allow))
+            text = f.read()
+        problems.extend(check_file(root, doc, text, code, allow))
+        problems.extend(check_shell_blocks(root, doc, text))
     return problems
 
 
@@ -214,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print(f"docs-lint: {len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print("docs-lint: every quoted name and linked path exists")
+    print("docs-lint: every quoted name and linked path exists; every shell block is marked")
     return 0
 
 

@@ -445,3 +445,81 @@ async fn a_round_that_released_partial_grants_retires_its_owner() {
     h.resign();
     let _ = j.await;
 }
+
+/// docs/security.md's quorum-mode elector recipe, exactly as printed there (password added
+/// by the test): the single-node elector's rules plus `+lease.raise` and `+info`.
+const QUORUM_ELECTOR: &str = "resetkeys resetchannels -@all +lease.acquire +lease.renew +lease.release +lease.get +wait +lease.raise +info ~leases:*";
+
+/// Nodes with the user `elector` (password `elector-pw`) under `rules`, and its URLs.
+fn acl_nodes(rules: &str) -> (Vec<RedisServer>, Vec<String>) {
+    let nodes = vec![node(), node(), node()];
+    let urls = nodes
+        .iter()
+        .map(|s| {
+            let mut c = s.connection();
+            let mut cmd = redis::cmd("ACL");
+            cmd.arg("SETUSER")
+                .arg("elector")
+                .arg("on")
+                .arg(">elector-pw");
+            for r in rules.split_whitespace() {
+                cmd.arg(r);
+            }
+            let _: () = cmd.query(&mut c).unwrap();
+            format!("redis://elector:elector-pw@{}/", s.addr())
+        })
+        .collect();
+    (nodes, urls)
+}
+
+/// Would catch: the security.md quorum recipe missing a command the quorum elector sends
+/// (it could not lead, or could not release), or the client leading on nodes where it may
+/// not run LEASE.RAISE (the round would go without unified tokens).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quorum_elector_acl_recipe_leads_and_lacking_raise_does_not() {
+    const K: &str = "leases:q";
+    let get = |s: &RedisServer| -> Option<(String, u64)> {
+        let mut c = s.connection();
+        let v: Option<(String, u64, u64)> = redis::cmd("LEASE.GET").arg(K).query(&mut c).ok()?;
+        v.map(|(o, t, _)| (o, t))
+    };
+    let ttl = Duration::from_millis(800);
+    let cfg = |urls: &[String]| {
+        ElectorConfig::new(&urls[0], K, ttl)
+            .with_owner("acl")
+            .with_backoff(Duration::from_millis(10), Duration::from_millis(100))
+    };
+
+    let (nodes, urls) = acl_nodes(QUORUM_ELECTOR);
+    let mut e = Elector::with_nodes(cfg(&urls), &urls).unwrap();
+    let rx = e.subscribe();
+    let h = e.handle();
+    let j = tokio::spawn(async move { e.run(|ctx| async move { ctx.cancelled().await }).await });
+    let token = wait_leader(&rx, Duration::from_secs(5)).await;
+    for (i, s) in nodes.iter().enumerate() {
+        assert_eq!(
+            get(s).map(|(_, t)| t),
+            Some(token),
+            "node {i} holds the reign's token"
+        );
+    }
+    h.resign();
+    assert_eq!(j.await.unwrap().unwrap(), RunOutcome::Resigned);
+    for (i, s) in nodes.iter().enumerate() {
+        assert_eq!(get(s), None, "node {i} released by the recipe's user");
+    }
+
+    // The negative control: the same rules without `+lease.raise` never lead.
+    let (_nodes, urls) = acl_nodes(&QUORUM_ELECTOR.replace(" +lease.raise", ""));
+    let mut e = Elector::with_nodes(cfg(&urls), &urls).unwrap();
+    let rx = e.subscribe();
+    let h = e.handle();
+    let j = tokio::spawn(async move { e.run(|ctx| async move { ctx.cancelled().await }).await });
+    let end = Instant::now() + ttl * 3;
+    while Instant::now() < end {
+        assert!(rx.borrow().token().is_none(), "led without +lease.raise");
+        sleep(Duration::from_millis(5)).await;
+    }
+    h.resign();
+    let _ = j.await;
+}

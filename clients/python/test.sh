@@ -19,6 +19,8 @@ example=$(mktemp -d)
 trap 'rm -rf "$example"' EXIT
 .venv/bin/python tests/readme_example.py > "$example/readme_example.py"
 .venv/bin/python -m mypy --strict --no-incremental "$example/readme_example.py"
+.venv/bin/python tests/readme_example.py 1 > "$example/readme_async_example.py"
+.venv/bin/python -m mypy --strict --no-incremental "$example/readme_async_example.py"
 echo "== pytest"
 # -p no:cacheprovider: no .pytest_cache written into the source tree.
 .venv/bin/python -m pytest -p no:cacheprovider -q "$@"

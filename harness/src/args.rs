@@ -1,6 +1,13 @@
 //! A small command-line parser: `--name value`, `--name=value`, repeatable options, flags,
 //! and an error for anything left over (a typo must not silently run the default).
 
+/// Whether the command line asks for the usage: `--help` or `-h` as a whole argument, before
+/// or after the subcommand (`lease-harness run --help`). A value that merely contains it
+/// (`--elector-cmd "prog -h"`) is one argument and does not count.
+pub fn wants_help(argv: &[String]) -> bool {
+    argv.iter().any(|a| a == "--help" || a == "-h")
+}
+
 pub struct Args {
     rest: Vec<String>,
 }
@@ -93,6 +100,20 @@ mod tests {
 
     fn a(s: &str) -> Args {
         Args::new(s.split_whitespace().map(str::to_string).collect())
+    }
+
+    fn v(s: &[&str]) -> Vec<String> {
+        s.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn help_anywhere_but_not_inside_a_value() {
+        assert!(wants_help(&v(&["--help"])));
+        assert!(wants_help(&v(&["run", "--help"])));
+        assert!(wants_help(&v(&["run", "--runs", "3", "-h"])));
+        assert!(!wants_help(&v(&["run", "--runs", "3"])));
+        assert!(!wants_help(&v(&["run", "--elector-cmd", "prog -h"])));
+        assert!(!wants_help(&v(&["run", "--helpful"])));
     }
 
     #[test]

@@ -22,8 +22,9 @@ const USAGE: &str = "\
 usage:
   lease-harness run --runs N --electors M --seconds S [--fault KIND]... [--seed X] [--out DIR]
                     [--ttl-ms T] [--grace-ms G] [--elector-mode safe|ignore-deadline|reuse-owner] [--no-fence]
-                    [--module PATH] [--keep-going] [--elector-cmd \"PROGRAM ARGS\"]
+                    [--module PATH] [--elector-cmd \"PROGRAM ARGS\"]
                     [--topology replica|sentinel] [--down-after-ms D] [--min-replicas-max-lag S]
+  lease-harness --help | SUBCOMMAND --help   (this text; exit 0)
   lease-harness check [--svg] [--explain] DIR...   (run folders, or folders of run-* folders;
                                                    --explain prints each stale write's story)
   lease-harness resource --out FILE [--no-fence]
@@ -43,7 +44,9 @@ faults: kill pause partition blackhole delay resign restart restart-aof failover
 
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.is_empty() || argv[0] == "--help" || argv[0] == "-h" {
+    // `--help` anywhere (`lease-harness run --help`) prints the usage and succeeds: asking for
+    // help is not a mistake, and scripts/chaos passes its arguments through.
+    if argv.is_empty() || args::wants_help(&argv) {
         println!("{USAGE}");
         return ExitCode::SUCCESS;
     }
@@ -170,4 +173,41 @@ fn check_main(mut args: Args) -> Result<ExitCode, String> {
     } else {
         ExitCode::from(1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::USAGE;
+
+    /// Every option the usage names is one a parser takes (`args.flag("--x")`,
+    /// `args.value("--x")`, ...): the usage once listed an option nothing parsed.
+    #[test]
+    fn every_usage_option_is_parsed() {
+        let parsers = [
+            include_str!("main.rs"),
+            include_str!("orchestrate.rs"),
+            include_str!("quorum.rs"),
+            include_str!("elector.rs"),
+        ]
+        .concat();
+        let mut options: Vec<&str> = USAGE
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .filter(|w| w.starts_with("--") && w.len() > 2)
+            .collect();
+        options.sort_unstable();
+        options.dedup();
+        assert!(options.len() > 20, "usage options found: {options:?}");
+        let unparsed: Vec<&str> = options
+            .into_iter()
+            .filter(|o| *o != "--help")
+            .filter(|o| {
+                !parsers.contains(&format!("\"{o}\")")) && !parsers.contains(&format!("\"{o}\","))
+            })
+            .collect();
+        assert_eq!(
+            unparsed,
+            Vec::<&str>::new(),
+            "named in USAGE, parsed nowhere"
+        );
+    }
 }

@@ -45,7 +45,7 @@ fn field(summary: &str, key: &str) -> Option<f64> {
 /// failover (Sentinel marks the node it has just promoted as down and promotes another) leaves
 /// two primaries for seconds; without `min-replicas-to-write` the stale one keeps renewing its
 /// leader while the new one grants after a short grace: a real double leader, found by the
-/// evidence campaign with grace 1000 ms and no min-replicas (docs/deploy.md §6).
+/// evidence campaign with grace 1000 ms and no min-replicas (docs/deploy.md §2).
 #[test]
 fn sentinel_failover_campaign_has_no_violations() {
     let (code, summary, stdout, _dir) = chaos(&[

@@ -134,13 +134,15 @@ struct Cli {
     /// Require this many replicas to acknowledge grants and renewals (WAIT).
     #[arg(long, default_value_t = 0)]
     min_replicas: u32,
-    /// WAIT timeout [default: ttl/10].
+    /// WAIT timeout [default: ttl/10]. Only with --min-replicas above 0; ignored otherwise
+    /// (no WAIT is sent).
     #[arg(long, value_parser = humantime::parse_duration)]
     wait_timeout: Option<Duration>,
     /// Followers wait in LEASE.ACQUIRE ... BLOCK for this long per call.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     block_timeout: Duration,
-    /// Reconnect backoff cap (full jitter between 0 and the capped exponential).
+    /// Reconnect backoff cap (full jitter between 0 and the capped exponential). The backoff
+    /// starts at 50 ms, or at this cap when it is below 50 ms.
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     backoff_max: Duration,
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9464).
