@@ -663,3 +663,25 @@ fn fence_inside_multi_does_not_stop_the_next_queued_write() {
     let now: Option<String> = redis::cmd("GET").arg("data").query(&mut c).expect("get");
     assert_eq!(now.as_deref(), Some("v1"));
 }
+
+/// Issue 34 item 6: raising `lease.grace-ms` after the grace ended does not reopen it (it
+/// applies from the next start or promotion). At the old code a server whose grace had ended
+/// answered `GRACE <~600 s> ms left` to every newcomer after `CONFIG SET lease.grace-ms
+/// 600000`, although nothing that grace protects against had happened.
+#[test]
+fn raising_grace_ms_after_the_grace_ended_does_not_reopen_it() {
+    let s = RedisServer::start(ServerOptions::default().module_args(&["lease.grace-ms", "200"]));
+    let mut c = s.connection();
+    let end = Instant::now() + Duration::from_secs(5);
+    while info_field(&mut c, "grace_active") != 0 {
+        assert!(Instant::now() < end, "the 200 ms grace did not end");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    config_set(&mut c, "lease.grace-ms", "600000");
+    assert_eq!(info_field(&mut c, "grace_active"), 0, "grace reopened");
+    assert!(acquire(&mut c, "k", "a", 1000).is_some(), "a newcomer is granted");
+    assert!(
+        s.log().contains("lease: grace period ended"),
+        "the end was logged"
+    );
+}

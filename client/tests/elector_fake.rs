@@ -619,3 +619,39 @@ async fn a_new_reign_has_a_new_owner_and_a_stale_release_misses_it() {
     assert!(rx.borrow().is_leader());
     assert_eq!(server.live().map(|l| l.token), Some(second.token));
 }
+
+/// Issue 33 (protocol R4): what each stop object a task holds reports right after the
+/// runtime stalled past the stop point. The task blocks its (only) runtime thread, so the
+/// elector's own task cannot run and fire the token: `is_cancelled()` still says "go on",
+/// `is_leader()` reads the clock and says "stop". Real time: a paused clock cannot stall.
+#[test]
+fn a_stalled_runtime_leaves_the_token_stale_but_is_leader_right() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let ttl = Duration::from_millis(300);
+        let server = FakeServer::new();
+        let mut e = Elector::with_transport(
+            ElectorConfig::new("redis://fake/", "k", ttl).with_owner("a"),
+            server.transport(),
+        )
+        .unwrap();
+        let seen = Arc::new(Mutex::new(None::<(bool, bool)>));
+        let s = seen.clone();
+        let _ = timeout(
+            Duration::from_secs(3),
+            e.run(move |ctx| async move {
+                // Stall the runtime past the stop point (stop_budget = ttl/5 before the
+                // deadline, itself ~ttl after the grant): nothing else runs meanwhile.
+                std::thread::sleep(ttl * 2);
+                *s.lock().unwrap() = Some((ctx.is_cancelled(), ctx.is_leader()));
+            }),
+        )
+        .await;
+        let (cancelled, leader) = seen.lock().unwrap().expect("the task ran");
+        assert!(!cancelled, "the token fired without the elector's task running?");
+        assert!(!leader, "is_leader() must read the clock and say stop");
+    });
+}

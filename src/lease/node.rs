@@ -21,6 +21,12 @@ pub struct Node {
     pub grace_floor_ms: u64,
     /// The running grace was started by `start_grace_for_lost_state`.
     pub grace_after_lost_state: bool,
+    /// The grace has ended (the module saw it end). Raising `lease.grace-ms` or
+    /// `lease.max-ttl` afterwards does not reopen it: a new length applies from the next
+    /// start or promotion (issue 34: a server up ~70 s answered `GRACE 528897 ms left` after
+    /// `CONFIG SET lease.grace-ms 600000`, refusing every newcomer for nearly ten minutes
+    /// although nothing had happened that grace protects against).
+    pub grace_over: bool,
 }
 
 impl Node {
@@ -43,6 +49,9 @@ impl Node {
     /// (it did: 30 s became 2 s). Raising max-ttl lengthens it.
     /// After lost state (eviction) the floor holds whatever `lease.grace-ms` says.
     pub fn grace_len_ms(&self) -> u64 {
+        if self.grace_over {
+            return 0;
+        }
         if self.config.grace_ms < 0 || self.grace_after_lost_state {
             self.config.grace_ms().max(self.grace_floor_ms)
         } else {
@@ -59,6 +68,15 @@ impl Node {
             grace_started_mono_us: now.mono_us,
             grace_floor_ms: self.config.max_ttl.max(0) as u64,
             grace_after_lost_state: false,
+            grace_over: false,
+            ..self
+        }
+    }
+
+    /// The running grace has ended: a later raise of its settings does not reopen it.
+    pub fn end_grace(self) -> Node {
+        Node {
+            grace_over: true,
             ..self
         }
     }
@@ -79,6 +97,38 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ended_grace_is_not_reopened_by_raising_its_settings() {
+        let t0 = Now {
+            mono_us: 1_000_000,
+            wall_ms: 1,
+        };
+        let t1 = Now {
+            mono_us: 3_000_000,
+            wall_ms: 2001,
+        };
+        let n = Node {
+            config: Config {
+                max_ttl: 1_000,
+                grace_ms: -1,
+                max_owner_len: 8,
+            },
+            ..Node::default()
+        }
+        .start_grace(t0);
+        assert_eq!(n.grace_ms_left(t1), 0, "1 s grace, 2 s later");
+        let mut over = n.end_grace();
+        over.config.grace_ms = 600_000;
+        over.config.max_ttl = 30_000;
+        assert_eq!(over.grace_ms_left(t1), 0, "a raise after the end");
+        // Without the end recorded the same raise would reopen it (what the fix prevents).
+        let mut open = n;
+        open.config.grace_ms = 600_000;
+        assert!(open.grace_ms_left(t1) > 590_000);
+        // The next start or promotion takes the new length.
+        assert_eq!(over.start_grace(t1).grace_ms_left(t1), 600_000);
+    }
 
     #[test]
     fn lowering_max_ttl_never_shortens_a_running_grace_but_grace_ms_does() {

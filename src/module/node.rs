@@ -15,6 +15,8 @@ static GRACE_START_US: AtomicU64 = AtomicU64::new(0);
 static GRACE_FLOOR_MS: AtomicU64 = AtomicU64::new(0);
 /// See `Node::grace_after_lost_state`.
 static GRACE_AFTER_LOST_STATE: AtomicBool = AtomicBool::new(false);
+/// See `Node::grace_over`.
+static GRACE_OVER: AtomicBool = AtomicBool::new(false);
 
 pub fn snapshot() -> Node {
     Node {
@@ -23,7 +25,13 @@ pub fn snapshot() -> Node {
         grace_started_mono_us: GRACE_START_US.load(Ordering::Relaxed),
         grace_floor_ms: GRACE_FLOOR_MS.load(Ordering::Relaxed),
         grace_after_lost_state: GRACE_AFTER_LOST_STATE.load(Ordering::Relaxed),
+        grace_over: GRACE_OVER.load(Ordering::Relaxed),
     }
+}
+
+/// The grace has ended (`Node::end_grace`); true if it was running until now.
+pub fn end_grace() -> bool {
+    !GRACE_OVER.swap(true, Ordering::Relaxed)
 }
 
 pub fn observe_token(token: u64) {
@@ -41,6 +49,7 @@ pub fn set_grace_start(now: Now, lost_state: bool) {
     GRACE_START_US.store(n.grace_started_mono_us, Ordering::Relaxed);
     GRACE_FLOOR_MS.store(n.grace_floor_ms, Ordering::Relaxed);
     GRACE_AFTER_LOST_STATE.store(n.grace_after_lost_state, Ordering::Relaxed);
+    GRACE_OVER.store(n.grace_over, Ordering::Relaxed);
 }
 
 pub fn grace_ms_left(now: Now) -> u64 {

@@ -333,7 +333,11 @@ pub fn start_grace_for_lost_state(ctx: &Context, why: &str) {
     begin_grace(ctx, why, true);
 }
 
+/// When the running grace is due to end (monotonic µs; 0 = none scheduled).
+static GRACE_END_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn begin_grace(ctx: &Context, why: &str, lost_state: bool) {
+    GRACE_END_US.store(0, Ordering::Relaxed);
     let now = ffi::now();
     node::set_grace_start(now, lost_state);
     let ms = node::snapshot().grace_len_ms();
@@ -352,11 +356,27 @@ pub fn arm_grace_timer(ctx: &Context) {
     if let Some(id) = lock(&GRACE_TIMER).take() {
         let _ = ctx.stop_timer::<()>(id);
     }
-    let left = node::grace_ms_left(ffi::now());
+    let now = ffi::now();
+    // A grace whose scheduled end has passed is over even if its (ms-granular) timer has not
+    // fired yet: a raise of its settings in that instant must not reopen it either.
+    let scheduled_end = GRACE_END_US.load(Ordering::Relaxed);
+    if scheduled_end != 0 && now.mono_us >= scheduled_end && node::end_grace() {
+        ctx.log_notice("lease: grace period ended");
+    }
+    let left = node::grace_ms_left(now);
     if left == 0 {
+        // Over (by time, or a setting lowered to end it): recorded, so that raising the
+        // setting later does not reopen it (`Node::grace_over`), and logged once.
+        if node::end_grace() {
+            ctx.log_notice("lease: grace period ended");
+        }
         blocking::wake_all_waiters(ctx);
         return;
     }
+    GRACE_END_US.store(
+        now.mono_us.saturating_add(left.saturating_mul(1000)),
+        Ordering::Relaxed,
+    );
     let id = ctx.create_timer(Duration::from_millis(left), on_grace_timer, ());
     *lock(&GRACE_TIMER) = Some(id);
 }
@@ -381,7 +401,9 @@ pub fn end_or_rearm_grace(ctx: &Context) {
         if let Some(id) = lock(&GRACE_TIMER).take() {
             let _ = ctx.stop_timer::<()>(id);
         }
-        ctx.log_notice("lease: grace period ended");
+        if node::end_grace() {
+            ctx.log_notice("lease: grace period ended");
+        }
         blocking::wake_all_waiters(ctx);
     }
 }
