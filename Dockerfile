@@ -5,7 +5,9 @@
 # (`redis-sentinel ...`) and elector (`lease-run ...` as the container's entrypoint).
 # CI validates docker-compose.yml with `docker-compose config` (no Docker engine there) and,
 # with scripts/check-docker-copyset, that the build stage's COPY lines hold the whole Cargo
-# workspace (every member of Cargo.toml), so `cargo build --locked` can resolve it.
+# workspace (every member of Cargo.toml), so `cargo build --locked` can resolve it;
+# scripts/tests/test_docker.py, that both stages are the Debian release the suite runs on and
+# the runtime's redis-server is that release's own package (no other apt source).
 
 # --- build: the module (cdylib) and lease-run, release ---
 FROM rust:1-bookworm AS build
@@ -30,6 +32,8 @@ RUN apt-get update \
     && chown redis:redis /data
 COPY --from=build /src/target/release/libredis_lease.so /usr/local/lib/redis/libredis_lease.so
 COPY --from=build /src/target/release/lease-run /usr/local/bin/lease-run
+# The binaries are the project's (BSD-3-Clause): its license travels with them.
+COPY LICENSE /usr/share/doc/redis-lease/LICENSE
 WORKDIR /data
 USER redis
 EXPOSE 6379 26379
