@@ -21,7 +21,11 @@ COPY client ./client
 COPY harness ./harness
 COPY fuzz ./fuzz
 COPY model ./model
-RUN cargo build --release --locked -p redis-lease -p redis-lease-client --bin lease-run
+# Two builds: `--bin` selects targets in every package named, so one command with both -p
+# built lease-run alone and no libredis_lease.so. scripts/package runs these RUN cargo lines
+# as they stand, so its test fails when they do not produce both binaries.
+RUN cargo build --release --locked -p redis-lease
+RUN cargo build --release --locked -p redis-lease-client --bin lease-run
 
 # --- runtime: the same Debian release and Redis package the tests use ---
 FROM debian:bookworm-slim
