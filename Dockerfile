@@ -36,8 +36,9 @@ RUN apt-get update \
     && chown redis:redis /data
 COPY --from=build /src/target/release/libredis_lease.so /usr/local/lib/redis/libredis_lease.so
 COPY --from=build /src/target/release/lease-run /usr/local/bin/lease-run
-# The binaries are the project's (BSD-3-Clause): its license travels with them.
-COPY LICENSE /usr/share/doc/redis-lease/LICENSE
+# The binaries are the project's (BSD-3-Clause) and link the crates of
+# THIRD-PARTY-LICENSES.txt (scripts/third-party): both licenses travel with them.
+COPY LICENSE THIRD-PARTY-LICENSES.txt /usr/share/doc/redis-lease/
 WORKDIR /data
 USER redis
 EXPOSE 6379 26379

@@ -1,7 +1,7 @@
 """The Dockerfile builds what is tested: both stages are the Debian release this machine (where
 the suite runs) is, the runtime's redis-server comes from that release's own archive (no other
 apt source, the same major.minor as the redis-server the suite runs on), and the image ships
-LICENSE next to the project's binaries. Planted departures must be reported.
+LICENSE and THIRD-PARTY-LICENSES.txt next to the project's binaries. Planted departures must be reported.
 Run: python3 -m unittest discover -s scripts/tests"""
 
 import os
@@ -37,8 +37,10 @@ def problems(dockerfile, codename):
     if not re.search(r"apt-get install[^\n]*(\\\n[^\n]*)*\bredis-server\b", runtime):
         found.append("the runtime stage does not apt-get install redis-server")
     ships_binaries = re.search(r"^COPY --from=build ", runtime, re.M)
-    if ships_binaries and not re.search(r"^COPY LICENSE \S+", runtime, re.M):
-        found.append("the runtime stage ships the binaries but not LICENSE")
+    copies = [ln.split()[1:-1] for ln in runtime.splitlines() if ln.startswith("COPY ") and "--from=" not in ln]
+    for notice in ("LICENSE", "THIRD-PARTY-LICENSES.txt"):
+        if ships_binaries and not any(notice in c for c in copies):
+            found.append(f"the runtime stage ships the binaries but not {notice}")
     return found
 
 
@@ -67,6 +69,7 @@ class Dockerfile(unittest.TestCase):
             (self.codename, "trixie"),
             ("FROM debian:", "FROM ubuntu:"),
             ("COPY LICENSE ", "# COPY LICENSE "),
+            ("LICENSE THIRD-PARTY-LICENSES.txt", "LICENSE"),
             ("apt-get update \\\n", "apt-get update \\\n    && echo deb http://packages.redis.io/deb x main > /etc/apt/sources.list.d/r.list \\\n"),
         ]
         for old, new in plants:

@@ -107,7 +107,8 @@ class Package(unittest.TestCase):
     def test_name_and_members(self):
         self.assertEqual(os.path.basename(self.tarball), self.name + ".tar.gz")
         want = {self.name} | {f"{self.name}/{f}" for f in
-                              ("libredis_lease.so", "lease-run", "LICENSE", "INSTALL.md", "SHA256SUMS")}
+                              ("libredis_lease.so", "lease-run", "LICENSE", "THIRD-PARTY-LICENSES.txt",
+                                        "INSTALL.md", "SHA256SUMS")}
         self.assertEqual(set(self.members), want)
         for exe in ("libredis_lease.so", "lease-run"):
             self.assertTrue(self.members[f"{self.name}/{exe}"].mode & 0o111, exe)
@@ -124,14 +125,15 @@ class Package(unittest.TestCase):
             for line in f:
                 d, fn = line.split()
                 sums[fn] = d
-        self.assertEqual(set(sums), {"libredis_lease.so", "lease-run", "LICENSE", "INSTALL.md"})
+        self.assertEqual(set(sums), {"libredis_lease.so", "lease-run", "LICENSE", "THIRD-PARTY-LICENSES.txt", "INSTALL.md"})
         for fn, d in sums.items():
             self.assertEqual(d, sha256(os.path.join(self.dir, fn)), fn)
         # The format sha256sum -c reads, as INSTALL.md tells the user to run it.
         subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=self.dir, check=True)
 
-    def test_license_is_the_repositorys(self):
-        self.assertEqual(sha256(os.path.join(self.dir, "LICENSE")), sha256(os.path.join(ROOT, "LICENSE")))
+    def test_licenses_are_the_repositorys(self):
+        for f in ("LICENSE", "THIRD-PARTY-LICENSES.txt"):
+            self.assertEqual(sha256(os.path.join(self.dir, f)), sha256(os.path.join(ROOT, f)), f)
 
     def test_lease_run_version(self):
         out = subprocess.run([os.path.join(self.dir, "lease-run"), "--version"],
