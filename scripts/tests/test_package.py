@@ -1,6 +1,6 @@
 """scripts/package: builds the release tarball (a release cargo build), then checks its name,
 contents, checksums and INSTALL.md, and loads the packaged module into every server the suite
-runs on, once through the exact `loadmodule` line INSTALL.md prints and once by MODULE LOAD
+runs on, once through the redis.conf lines INSTALL.md prints and once by MODULE LOAD
 (refused without `enable-module-command`, as INSTALL.md says).
 Run: python3 -m unittest discover -s scripts/tests"""
 
@@ -146,19 +146,27 @@ class Package(unittest.TestCase):
         self.assertIn("enable-module-command yes", self.install)
         self.assertRegex(self.install, r"glibc \d+\.\d+")
 
-    def loadmodule_line(self):
-        lines = [ln.strip() for ln in self.install.splitlines() if ln.strip().startswith("loadmodule ")]
-        self.assertEqual(len(lines), 1, lines)
-        _, path, *args = lines[0].split()
-        return path, args
+    def redis_conf(self, so):
+        """INSTALL.md's redis.conf block (the indented lines after 'in redis.conf:'), its
+        module path replaced by where this test unpacked the tarball."""
+        lines = self.install.split("in redis.conf:\n\n", 1)[1].splitlines()
+        block = []
+        for ln in lines:
+            if not ln.startswith("    "):
+                break
+            block.append(ln.split("#", 1)[0].strip())
+        self.assertTrue(block and block[0].startswith("loadmodule "), block)
+        path = block[0].split()[1]
+        self.assertEqual(os.path.basename(path), "libredis_lease.so")
+        return [ln.replace(path, so) for ln in block if ln]
 
     def start(self, binary, conf_lines):
         port = free_port()
         d = tempfile.mkdtemp(dir=self.tmp)
         conf = os.path.join(d, "redis.conf")
         with open(conf, "w", encoding="utf-8") as f:
-            f.write("\n".join(conf_lines + [f"port {port}", "bind 127.0.0.1", f"dir {d}", 'save ""',
-                                            "appendonly no"]) + "\n")
+            # The test's own lines first: INSTALL.md's (after them) win where they overlap.
+            f.write("\n".join([f"port {port}", "bind 127.0.0.1", f"dir {d}", 'save ""'] + conf_lines) + "\n")
         proc = subprocess.Popen([binary, conf], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
         def stop():
@@ -183,16 +191,15 @@ class Package(unittest.TestCase):
                 self.fail(f"{binary} did not answer PING within 10 s")
             time.sleep(0.05)
 
-    def test_loadmodule_line_loads_into_every_server(self):
-        path, args = self.loadmodule_line()
+    def test_install_redis_conf_loads_into_every_server(self):
         so = os.path.join(self.dir, "libredis_lease.so")
+        conf = self.redis_conf(so)
         for label, binary in server_bins():
             with self.subTest(server=label):
-                # INSTALL.md's line, with the path where this test unpacked the tarball.
-                port = self.start(binary, [" ".join(["loadmodule", so] + args)])
+                # INSTALL.md's lines, as they stand (AOF on, in this test's own folder).
+                port = self.start(binary, conf)
                 self.assertEqual(command(port, "LEASE.GET", "k"), "$-1")
                 self.assertEqual(command(port, "CONFIG", "GET", "lease.max-ttl"), "*2")
-        self.assertEqual(os.path.basename(path), "libredis_lease.so")
 
     def test_module_load_needs_enable_module_command(self):
         so = os.path.join(self.dir, "libredis_lease.so")
