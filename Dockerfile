@@ -5,7 +5,9 @@
 # (`redis-sentinel ...`) and elector (`lease-run ...` as the container's entrypoint).
 # CI validates docker-compose.yml with `docker-compose config` (no Docker engine there) and,
 # with scripts/check-docker-copyset, that the build stage's COPY lines hold the whole Cargo
-# workspace (every member of Cargo.toml), so `cargo build --locked` can resolve it.
+# workspace (every member of Cargo.toml), so `cargo build --locked` can resolve it;
+# scripts/tests/test_docker.py, that both stages are the Debian release the suite runs on and
+# the runtime's redis-server is that release's own package (no other apt source).
 
 # --- build: the module (cdylib) and lease-run, release ---
 FROM rust:1-bookworm AS build
@@ -19,7 +21,11 @@ COPY client ./client
 COPY harness ./harness
 COPY fuzz ./fuzz
 COPY model ./model
-RUN cargo build --release --locked -p redis-lease -p redis-lease-client --bin lease-run
+# Two builds: `--bin` selects targets in every package named, so one command with both -p
+# built lease-run alone and no libredis_lease.so. scripts/package runs these RUN cargo lines
+# as they stand, so its test fails when they do not produce both binaries.
+RUN cargo build --release --locked -p redis-lease
+RUN cargo build --release --locked -p redis-lease-client --bin lease-run
 
 # --- runtime: the same Debian release and Redis package the tests use ---
 FROM debian:bookworm-slim
@@ -30,6 +36,9 @@ RUN apt-get update \
     && chown redis:redis /data
 COPY --from=build /src/target/release/libredis_lease.so /usr/local/lib/redis/libredis_lease.so
 COPY --from=build /src/target/release/lease-run /usr/local/bin/lease-run
+# The binaries are the project's (BSD-3-Clause) and link the crates of
+# THIRD-PARTY-LICENSES.txt (scripts/third-party): both licenses travel with them.
+COPY LICENSE THIRD-PARTY-LICENSES.txt /usr/share/doc/redis-lease/
 WORKDIR /data
 USER redis
 EXPOSE 6379 26379
