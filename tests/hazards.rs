@@ -679,7 +679,10 @@ fn raising_grace_ms_after_the_grace_ended_does_not_reopen_it() {
     }
     config_set(&mut c, "lease.grace-ms", "600000");
     assert_eq!(info_field(&mut c, "grace_active"), 0, "grace reopened");
-    assert!(acquire(&mut c, "k", "a", 1000).is_some(), "a newcomer is granted");
+    assert!(
+        acquire(&mut c, "k", "a", 1000).is_some(),
+        "a newcomer is granted"
+    );
     assert!(
         s.log().contains("lease: grace period ended"),
         "the end was logged"

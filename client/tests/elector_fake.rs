@@ -537,9 +537,11 @@ async fn an_aborted_task_that_keeps_running_is_not_released() {
     let h = e.handle();
     let run = tokio::spawn(async move {
         e.run(|_ctx| async {
-            // Blocks the worker thread far past the deadline (even if a loaded machine delays
-            // the resign below by a second of renewals): no await point, no abort.
-            std::thread::sleep(Duration::from_millis(2500));
+            // Blocks far past the deadline (even if a loaded machine delays the resign below
+            // by a second of renewals): no await point, so no abort. `block_in_place` hands
+            // this worker's other tasks (the elector's loop among them) to another thread, so
+            // the loop runs on while the task blocks, as in an application with more threads.
+            tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(2500)));
         })
         .await
     });
@@ -642,16 +644,22 @@ fn a_stalled_runtime_leaves_the_token_stale_but_is_leader_right() {
         let s = seen.clone();
         let _ = timeout(
             Duration::from_secs(3),
-            e.run(move |ctx| async move {
-                // Stall the runtime past the stop point (stop_budget = ttl/5 before the
-                // deadline, itself ~ttl after the grant): nothing else runs meanwhile.
-                std::thread::sleep(ttl * 2);
-                *s.lock().unwrap() = Some((ctx.is_cancelled(), ctx.is_leader()));
+            e.run(move |ctx| {
+                let s = s.clone();
+                async move {
+                    // Stall the runtime past the stop point (stop_budget = ttl/5 before the
+                    // deadline, itself ~ttl after the grant): nothing else runs meanwhile.
+                    std::thread::sleep(ttl * 2);
+                    *s.lock().unwrap() = Some((ctx.is_cancelled(), ctx.is_leader()));
+                }
             }),
         )
         .await;
         let (cancelled, leader) = seen.lock().unwrap().expect("the task ran");
-        assert!(!cancelled, "the token fired without the elector's task running?");
+        assert!(
+            !cancelled,
+            "the token fired without the elector's task running?"
+        );
         assert!(!leader, "is_leader() must read the clock and say stop");
     });
 }
