@@ -73,16 +73,16 @@ func TestQuorumTokensUnifiedOnAMajority(t *testing.T) {
 	ss := quorumServers(t, 3)
 	cs := nodeClients(t, ss)
 	key := "q:unified"
-	// Node 2 has issued 5 tokens, node 3 two, node 1 none: their next grants differ.
-	for i, bumps := range []int{0, 5, 2} {
-		for b := 0; b < bumps; b++ {
-			tok := do(t, cs[i], "LEASE.ACQUIRE", key, "bump", 1000).(int64)
-			do(t, cs[i], "LEASE.RELEASE", key, "bump", tok)
-		}
+	// Node 2 has issued a token far above what the others issue (tokens follow the clock
+	// otherwise, so nodes granting in the same millisecond could agree by chance).
+	tok := do(t, cs[1], "LEASE.ACQUIRE", key, "bump", 1000).(int64)
+	high := tok + 1_000_000_000_000
+	if do(t, cs[1], "LEASE.RAISE", key, "bump", tok, high) != int64(1) {
+		t.Fatal("LEASE.RAISE on node 2 refused")
 	}
+	do(t, cs[1], "LEASE.RELEASE", key, "bump", high)
 	r := startElector(t, "a", quorumCfg(cs, key, 2*time.Second))
 	tm := waitTerm(t, r.started, 5*time.Second, "a quorum reign")
-	var highest int64
 	for i, c := range cs {
 		info := nodeLease(t, c, key)
 		if info == nil || info.Owner != r.e.Owner()+"#1" {
@@ -91,10 +91,9 @@ func TestQuorumTokensUnifiedOnAMajority(t *testing.T) {
 		if info.Token != tm.token {
 			t.Fatalf("node %d holds token %d, the reign acts on %d: not unified", i+1, info.Token, tm.token)
 		}
-		highest = max(highest, info.Token)
 	}
-	if tm.token < 6 {
-		t.Fatalf("token %d is not above the 5 tokens node 2 issued before", tm.token)
+	if tm.token <= high {
+		t.Fatalf("token %d is not above the token %d node 2 issued before", tm.token, high)
 	}
 	r.stop(5 * time.Second)
 	for i, c := range cs {
@@ -253,10 +252,17 @@ func TestQuorumPartialGrantsReleasedAndOwnerRetired(t *testing.T) {
 	}
 	// A blocked acquirer on node 3 is granted within a round, far below the elector's
 	// 10 s TTL: the partial grant was released, not left to expire.
+	// The probe's own client: no go-redis retries (a retried BLOCK would wait again) and a
+	// read timeout above the BLOCK.
+	probe := redis.NewClient(&redis.Options{Addr: ss[2].addr(), MaxRetries: -1, ReadTimeout: 5 * time.Second})
+	defer probe.Close()
 	start := time.Now()
-	v, err := cs[2].Do(ctx, "LEASE.ACQUIRE", key, "probe", 20000, "BLOCK", 3000).Result()
+	v, err := probe.Do(ctx, "LEASE.ACQUIRE", key, "probe", 20000, "BLOCK", 3000).Result()
 	if err != nil {
 		t.Fatalf("probe on node 3: %v (the partial grant was not released)", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("probe on node 3 granted after %v: the partial grant was left to expire", d)
 	}
 	tp := v.(int64)
 	measured(t, "quorum partial grant released: blocked probe granted after %v", time.Since(start))
@@ -390,5 +396,65 @@ func TestQuorumChangedNodeIsQuarantined(t *testing.T) {
 	tm := waitTerm(t, r.started, 10*time.Second, "a reign after the quarantine")
 	if d := tm.startedAt.Sub(swapped); d < cfg.NodeQuarantine {
 		t.Fatalf("led again %v after node 3's server changed: the quarantine is %v", d, cfg.NodeQuarantine)
+	}
+}
+
+// Q5: a renewal round lost on a majority (here: the lease deleted on two nodes) steps down at
+// once, but the node that still said 1 is released only after the task has stopped: released
+// early it could complete a successor's majority while our task still acts.
+func TestQuorumLostRenewalReleasesOnlyAfterTheTaskStopped(t *testing.T) {
+	ss := quorumServers(t, 3)
+	cs := nodeClients(t, ss)
+	key := "q:lost"
+	stopping := make(chan struct{})
+	finish := make(chan struct{})
+	stopped := make(chan StopReason, 1)
+	cfg := quorumCfg(cs, key, 3*time.Second)
+	cfg.Logger = testLogger(t, "a")
+	started := make(chan int64, 1)
+	cfg.Callbacks.OnStartedLeading = func(ctx context.Context, token int64) {
+		started <- token
+		<-ctx.Done()
+		close(stopping)
+		<-finish // the task takes its time to stop (within its budget)
+	}
+	cfg.Callbacks.OnStoppedLeading = func(r StopReason) { stopped <- r }
+	e, err := NewElector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reign")
+	}
+	do(t, cs[1], "DEL", key)
+	do(t, cs[2], "DEL", key)
+	select {
+	case <-stopping:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the task was not told to stop after a renewal lost on a majority")
+	}
+	// The task still runs: node 1 must still be ours.
+	for i := 0; i < 5; i++ {
+		if info := nodeLease(t, cs[0], key); info == nil || !strings.HasPrefix(info.Owner, e.Owner()+"#") {
+			t.Fatalf("node 1 holds %+v while our task still runs: released before the task stopped", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(finish)
+	if r := <-stopped; r != ReasonRenewRejected {
+		t.Fatalf("stepped down with %s, want renew_rejected", r)
+	}
+	// Released right after the task stopped, not left to expire (3 s TTL).
+	if info := nodeLease(t, cs[0], key); info != nil && strings.HasPrefix(info.Owner, e.Owner()+"#1") {
+		t.Fatalf("node 1 still holds %+v after the task stopped", info)
 	}
 }
