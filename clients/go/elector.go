@@ -18,6 +18,23 @@ import (
 func init() {
 	// The conformance elector's negative control only (see internal/hooks); not public API.
 	hooks.ReuseOwner = func(x any) { x.(*Elector).reuseOwner = true }
+	hooks.QuorumControl = func(x any, name string) error {
+		q, ok := x.(*Elector).tr.(*quorumTransport)
+		if !ok {
+			return fmt.Errorf("not in quorum mode")
+		}
+		switch name {
+		case "correct":
+			q.control = quorumCorrect
+		case "no-unify":
+			q.control = quorumNoUnify
+		case "minority":
+			q.control = quorumMinority
+		default:
+			return fmt.Errorf("unknown quorum control %q (correct, no-unify, minority)", name)
+		}
+		return nil
+	}
 }
 
 // Elector campaigns for one lease key. Create it with NewElector, then call Run.
