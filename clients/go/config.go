@@ -199,6 +199,12 @@ func (c *Config) validateNodes() error {
 		if n == nil {
 			return &ConfigError{Rule: "nodes", Why: fmt.Sprintf("node %d is nil", i+1)}
 		}
+		// go-redis marks a Sentinel failover client this way. Why refused: the elector
+		// copies each node's options into a client of its own, and a node that fails over
+		// to a replica may have lost the reign's grants; quorum nodes are plain primaries.
+		if n.Options().Addr == "FailoverClient" {
+			return &ConfigError{Rule: "nodes", Why: fmt.Sprintf("node %d is a Sentinel failover client; quorum mode takes independent primaries", i+1)}
+		}
 	}
 	if c.MinReplicas > 0 {
 		// Each node is its own primary; replicas of a node add nothing to the majority

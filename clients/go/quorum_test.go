@@ -333,7 +333,9 @@ func TestQuorumOneServerListedTwiceIsRefused(t *testing.T) {
 	if _, err := NewElector(cfg); err != nil {
 		t.Fatalf("three distinct servers refused: %v", err)
 	}
-	for _, bad := range [][]*redis.Client{{other}, {other, nil}} {
+	sentinel := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:7109"}})
+	t.Cleanup(func() { sentinel.Close() })
+	for _, bad := range [][]*redis.Client{{other}, {other, nil}, {other, sentinel}} {
 		cfg := quorumCfg(bad, "q:dup", time.Second)
 		cfg.Callbacks.OnStartedLeading = func(context.Context, int64) {}
 		var ce *ConfigError
