@@ -59,6 +59,9 @@ type quorumTransport struct {
 	// held[i] is the token node i holds for us in the current reign (all the reign's token,
 	// except under the no-unify control), 0 = none.
 	held []int64
+	// gen counts acquire and release calls: a renewal round the loop gave up on that ends
+	// after the next one began must not touch the new holding.
+	gen uint64
 	// owner is the owner of the last acquire round (what get looks for).
 	owner string
 	// retired: an acquire round released partial grants under owner (takeRetiredOwner).
@@ -266,6 +269,10 @@ func (t *quorumTransport) acquire(ctx context.Context, owner string, _ params, _
 	need := t.control.need(n)
 	t.mu.Lock()
 	t.owner = owner
+	t.gen++
+	// What an earlier round left here is not this round's: a round only holds what it
+	// confirms below.
+	clear(t.held)
 	t.mu.Unlock()
 	replies := quorumRound(ctx, t, t.all(), func(c context.Context, cl *redis.Client, _ int) (int64, *cmdError) {
 		// Never BLOCK (Q2): no single node knows when a majority frees up; followers poll
@@ -368,6 +375,7 @@ func (t *quorumTransport) renew(ctx context.Context, owner string, _ params, tok
 	need := t.control.need(n)
 	t.mu.Lock()
 	held := append([]int64(nil), t.held...)
+	gen := t.gen
 	t.mu.Unlock()
 	replies := quorumRound(ctx, t, t.all(), func(c context.Context, cl *redis.Client, i int) (bool, *cmdError) {
 		tok := held[i]
@@ -398,14 +406,18 @@ func (t *quorumTransport) renew(ctx context.Context, owner string, _ params, tok
 		// that said 0 (one wiped, one holding that elector's partial grant): a successor
 		// would reign while we still act (Q5; the model check found it). The loop releases
 		// them once the task has stopped (holdsAfterRejection, R13).
+		// Every node that did not say 0 may still hold our lease: the ones that said 1, and
+		// the ones whose reply the round did not wait for (it ends once a majority said 0)
+		// or that failed. Released later, with the task stopped, that is harmless.
 		t.mu.Lock()
 		for i := range t.held {
-			if replies[i].ok() && replies[i].Value {
-				if t.held[i] == 0 {
-					t.held[i] = token
-				}
-			} else {
+			if t.gen != gen {
+				break // the loop gave up on this round and moved on
+			}
+			if replies[i].ok() && !replies[i].Value {
 				t.held[i] = 0
+			} else if t.held[i] == 0 {
+				t.held[i] = token
 			}
 		}
 		t.mu.Unlock()
@@ -435,6 +447,7 @@ func (t *quorumTransport) release(ctx context.Context, owner string, token int64
 		pairs[i] = nodeToken{i, h}
 		t.held[i] = 0
 	}
+	t.gen++
 	t.mu.Unlock()
 	released, err := t.releaseOn(ctx, owner, pairs)
 	return released > 0, err
