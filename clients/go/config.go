@@ -44,12 +44,13 @@ type Callbacks struct {
 	OnNewLeader func(owner string)
 }
 
-// Config configures an Elector. Only Client, Key, TTL and Callbacks.OnStartedLeading are
-// required; a zero value of any other field means the default derived from TTL (T):
+// Config configures an Elector. Only Client (or, in quorum mode, Nodes), Key, TTL and
+// Callbacks.OnStartedLeading are required; a zero value of any other field means the
+// default derived from TTL (T):
 //
 //	RenewInterval T/3, Drift 0.01, Margin min(T/100, 50ms), StopBudget T/5,
 //	OpTimeout max(T/5, 50ms), BlockTimeout 5s, MinReplicas 0, WaitTimeout T/10,
-//	BackoffMin 50ms, BackoffMax 5s.
+//	BackoffMin 50ms, BackoffMax 5s, NodeQuarantine 30s (quorum mode).
 //
 // (So Drift and Margin cannot be set to exactly 0 here; use a tiny value if you really
 // assume identical clock rates.)
