@@ -44,19 +44,32 @@ type Callbacks struct {
 	OnNewLeader func(owner string)
 }
 
-// Config configures an Elector. Only Client, Key, TTL and Callbacks.OnStartedLeading are
-// required; a zero value of any other field means the default derived from TTL (T):
+// Config configures an Elector. Only Client (or, in quorum mode, Nodes), Key, TTL and
+// Callbacks.OnStartedLeading are required; a zero value of any other field means the
+// default derived from TTL (T):
 //
 //	RenewInterval T/3, Drift 0.01, Margin min(T/100, 50ms), StopBudget T/5,
 //	OpTimeout max(T/5, 50ms), BlockTimeout 5s, MinReplicas 0, WaitTimeout T/10,
-//	BackoffMin 50ms, BackoffMax 5s.
+//	BackoffMin 50ms, BackoffMax 5s, NodeQuarantine 30s (quorum mode).
 //
 // (So Drift and Margin cannot be set to exactly 0 here; use a tiny value if you really
 // assume identical clock rates.)
 type Config struct {
 	// Client: a *redis.Client (also Sentinel's NewFailoverClient) or *redis.ClusterClient
-	// (any other redis.UniversalClient works without MinReplicas, see README).
+	// (any other redis.UniversalClient works without MinReplicas, see README). Leave it nil
+	// in quorum mode (Nodes).
 	Client redis.UniversalClient
+	// Nodes switches on quorum mode (docs/quorum.md): one *redis.Client per independent
+	// primary with the module (3 or 5; none a replica of another), the same list in the same
+	// order for every elector of the key. A reign needs a majority of them. The elector
+	// makes its own client per node from each one's Options (address, TLS, credentials,
+	// dialer), so the application's pools are not used. Needs Client nil and MinReplicas 0.
+	Nodes []*redis.Client
+	// NodeQuarantine (quorum mode): a node whose server identity (run_id) changed counts
+	// toward no grant and no renewal this long (at least TTL; default 30 s, the module's
+	// default lease.max-ttl): the server now behind that address has none of the reign's
+	// state (protocol Q7).
+	NodeQuarantine time.Duration
 	// Key is the lease key.
 	Key string
 	// TTL is the lease's time to live on the server, sent in whole milliseconds (floored).
@@ -135,7 +148,10 @@ func (c *Config) params() params {
 // Validate checks the configuration with the shared rules (after filling in defaults) plus
 // what this client needs (a client, OnStartedLeading, a node client for MinReplicas).
 func (c *Config) Validate() error {
-	if c.Client == nil {
+	if err := c.validateNodes(); err != nil {
+		return err
+	}
+	if c.Client == nil && len(c.Nodes) == 0 {
 		return &ConfigError{Rule: "client", Why: "Client is nil"}
 	}
 	if c.Callbacks.OnStartedLeading == nil {
@@ -158,6 +174,48 @@ func (c *Config) Validate() error {
 	// out a dedicated connection to the key's primary.
 	if c.MinReplicas > 0 && !canPinNode(c.Client) {
 		return &ConfigError{Rule: "min_replicas", Why: fmt.Sprintf("MinReplicas needs a *redis.Client or *redis.ClusterClient, not %T", c.Client)}
+	}
+	return nil
+}
+
+// DefaultNodeQuarantine is Config.NodeQuarantine's default: the module's default
+// lease.max-ttl, the longest TTL any elector may have used on a node.
+const DefaultNodeQuarantine = 30 * time.Second
+
+// validateNodes checks quorum mode's settings (Nodes, NodeQuarantine).
+func (c *Config) validateNodes() error {
+	if c.NodeQuarantine < 0 {
+		return &ConfigError{Rule: "node_quarantine", Why: "NodeQuarantine must not be negative"}
+	}
+	if len(c.Nodes) == 0 {
+		return nil
+	}
+	if c.Client != nil {
+		return &ConfigError{Rule: "nodes", Why: "set Client (one primary) or Nodes (quorum mode), not both"}
+	}
+	if len(c.Nodes) < 2 {
+		return &ConfigError{Rule: "nodes", Why: "quorum mode needs at least 2 nodes (3 or 5 to tolerate 1 or 2 faulty); use Client for one primary"}
+	}
+	for i, n := range c.Nodes {
+		if n == nil {
+			return &ConfigError{Rule: "nodes", Why: fmt.Sprintf("node %d is nil", i+1)}
+		}
+		// go-redis marks a Sentinel failover client this way. Why refused: the elector
+		// copies each node's options into a client of its own, and a node that fails over
+		// to a replica may have lost the reign's grants; quorum nodes are plain primaries.
+		if n.Options().Addr == "FailoverClient" {
+			return &ConfigError{Rule: "nodes", Why: fmt.Sprintf("node %d is a Sentinel failover client; quorum mode takes independent primaries", i+1)}
+		}
+	}
+	if c.MinReplicas > 0 {
+		// Each node is its own primary; replicas of a node add nothing to the majority
+		// argument, and WAIT per node would multiply round trips.
+		return &ConfigError{Rule: "min_replicas", Why: "MinReplicas is not supported in quorum mode (the majority is the replication)"}
+	}
+	// Q6: one server listed twice (the same address, localhost and 127.0.0.1, db 0 and
+	// db 1) would make a single server a majority.
+	if err := distinctNodes(c.Nodes); err != nil {
+		return &ConfigError{Rule: "nodes", Why: err.Error()}
 	}
 	return nil
 }

@@ -18,6 +18,23 @@ import (
 func init() {
 	// The conformance elector's negative control only (see internal/hooks); not public API.
 	hooks.ReuseOwner = func(x any) { x.(*Elector).reuseOwner = true }
+	hooks.QuorumControl = func(x any, name string) error {
+		q, ok := x.(*Elector).tr.(*quorumTransport)
+		if !ok {
+			return fmt.Errorf("not in quorum mode")
+		}
+		switch name {
+		case "correct":
+			q.control = quorumCorrect
+		case "no-unify":
+			q.control = quorumNoUnify
+		case "minority":
+			q.control = quorumMinority
+		default:
+			return fmt.Errorf("unknown quorum control %q (correct, no-unify, minority)", name)
+		}
+		return nil
+	}
 }
 
 // Elector campaigns for one lease key. Create it with NewElector, then call Run.
@@ -25,7 +42,7 @@ type Elector struct {
 	cfg  Config
 	p    params
 	base string // Config.Owner: unique per process incarnation
-	tr   *transport
+	tr   leaseTransport
 	log  *slog.Logger
 	m    Metrics
 
@@ -74,12 +91,20 @@ func NewElector(cfg Config) (*Elector, error) {
 	if m == nil {
 		m = noMetrics{}
 	}
+	var tr leaseTransport = &transport{client: cfg.Client, key: cfg.Key, ttlMillis: p.TTLMillis}
+	if len(cfg.Nodes) > 0 {
+		q := cfg.NodeQuarantine
+		if q == 0 {
+			q = DefaultNodeQuarantine
+		}
+		tr = newQuorumTransport(cfg.Nodes, cfg.Key, p, q, quorumCorrect)
+	}
 	return &Elector{
 		cfg:     cfg,
 		p:       p,
 		base:    cfg.Owner,
 		reign:   1,
-		tr:      &transport{client: cfg.Client, key: cfg.Key, ttlMillis: p.TTLMillis},
+		tr:      tr,
 		log:     log.With("key", cfg.Key, "owner", cfg.Owner),
 		m:       m,
 		redisUp: -1,
@@ -158,7 +183,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer e.running.Store(false)
-	defer e.tr.openOwn()()
+	defer e.tr.open()()
 	if e.cfg.Callbacks.OnNewLeader != nil {
 		obsCtx, stopObs := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -226,6 +251,18 @@ func (e *Elector) campaign(ctx context.Context) error {
 		timer.Stop()
 		recvAt := now()
 		e.observe("acquire", res.Err)
+		// Q4 + R17: a quorum round that released partial grants retired its owner; the next
+		// round must not send it again (its RELEASE may still execute late and would free a
+		// node the next round refreshed under the same owner).
+		if e.tr.takeRetiredOwner() && !e.reuseOwner {
+			e.reign = nextReign(e.reign, evSteppedDown)
+			if owner, ok = reignOwner(e.base, e.reign); !ok {
+				return fmt.Errorf("lease: reign %d of owner %q cannot be numbered (R17)", e.reign, e.base)
+			}
+			// What the retired owner may still hold (a grant that was not confirmed) is not
+			// the new owner's to refresh; it ends on its own expiry.
+			unconfirmed = 0
+		}
 		d := onAcquire(e.p, sentAt, recvAt, res)
 		switch d.Action {
 		case actLead:
@@ -482,7 +519,9 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 	// Protocol R13: no RELEASE for a task that is still running (it cannot be stopped by
 	// force); the lease then ends on the server's own expiry, a little after our deadline,
 	// which keeps a successor out as long as anything can.
-	if taskFinished && releaseAfter(reason) {
+	// After a rejected renewal a single server holds nothing for us any more; a quorum
+	// transport may still hold a minority of nodes, freed now that the task has stopped (Q5).
+	if taskFinished && (releaseAfter(reason) || e.tr.holdsAfterRejection()) {
 		e.releaseToken(owner, token)
 	}
 	if cb := e.cfg.Callbacks.OnStoppedLeading; cb != nil {

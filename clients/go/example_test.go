@@ -53,3 +53,22 @@ func ExampleNewElector() {
 	}
 	_ = e.Run(ctx) // on SIGTERM or Ctrl-C: task cancelled, waited for, lease released
 }
+
+// Quorum mode (README "Quorum mode"): one *redis.Client per independent primary; compiled,
+// not run.
+func ExampleNewElector_quorum() {
+	var nodes []*redis.Client
+	for _, addr := range []string{"10.0.0.5:6379", "10.0.1.5:6379", "10.0.2.5:6379"} {
+		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr}))
+	}
+	e, err := lease.NewElector(lease.Config{
+		Nodes: nodes, Key: "jobs:nightly-report", TTL: 10 * time.Second,
+		Callbacks: lease.Callbacks{OnStartedLeading: func(ctx context.Context, token int64) {
+			doOneStep(ctx, token) // token: one per reign, rising across reigns on every node
+		}},
+	})
+	if err != nil {
+		log.Fatal(err) // e.g. two entries of Nodes are one server
+	}
+	_ = e.Run(context.Background())
+}

@@ -41,6 +41,30 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// leaseTransport is what the election loop needs from Redis: one node (transport, below) or
+// several independent primaries (quorumTransport, quorum.go). Every call may be given up on
+// by the loop (it runs each in a goroutine, see elector.go), so implementations must be safe
+// for a call still running while the next one starts.
+type leaseTransport interface {
+	// open prepares what Run needs (connections of its own); the returned function closes it.
+	open() (closeFn func())
+	acquire(ctx context.Context, owner string, p params, block time.Duration, hasBlock bool, limit time.Duration, onClientID func(int64)) acquireResult
+	renew(ctx context.Context, owner string, p params, token int64, limit time.Duration) renewResult
+	release(ctx context.Context, owner string, token int64, limit time.Duration) (bool, *cmdError)
+	unblock(ctx context.Context, id int64, limit time.Duration) bool
+	get(ctx context.Context, limit time.Duration) (*leaseInfo, *cmdError)
+	// holdsAfterRejection: after a renewal answered "not held", does this transport still
+	// hold the lease somewhere? One server said it does not, so no. A quorum transport can:
+	// the nodes that confirmed while a majority did not. The loop releases those once its
+	// task has stopped (R13, Q5), never before.
+	holdsAfterRejection() bool
+	// takeRetiredOwner is true (once) when the last acquire sent a RELEASE under its owner:
+	// a quorum round that did not make a reign releases its partial grants. The loop then
+	// advances the reign (Q4, R17), so that RELEASE is the last command ever sent under that
+	// owner.
+	takeRetiredOwner() bool
+}
+
 type transport struct {
 	client    redis.UniversalClient               // the application's
 	own       atomic.Pointer[redis.ClusterClient] // Cluster: the elector's own (see above)
@@ -51,10 +75,13 @@ type transport struct {
 	noClientID atomic.Bool
 }
 
-// openOwn makes the elector's own ClusterClient when the application's is one; the returned
+func (t *transport) holdsAfterRejection() bool { return false }
+func (t *transport) takeRetiredOwner() bool    { return false }
+
+// open makes the elector's own ClusterClient when the application's is one; the returned
 // function closes it. Calls still running on it when it is closed fail, which is fine: the
 // loop has given up on them.
-func (t *transport) openOwn() (closeOwn func()) {
+func (t *transport) open() (closeOwn func()) {
 	cc, ok := t.client.(*redis.ClusterClient)
 	if !ok {
 		return func() {}
@@ -309,7 +336,11 @@ type leaseInfo struct {
 // get sends LEASE.GET key: nil when no live lease. RESP2 replies [owner, token, pttl], RESP3
 // a map with keys owner, token, pttl (go-redis speaks RESP3 by default).
 func (t *transport) get(ctx context.Context, limit time.Duration) (*leaseInfo, *cmdError) {
-	v, err := t.plain(limit).Do(ctx, "LEASE.GET", t.key).Result()
+	return parseLeaseInfo(t.plain(limit).Do(ctx, "LEASE.GET", t.key).Result())
+}
+
+// parseLeaseInfo reads a LEASE.GET reply.
+func parseLeaseInfo(v any, err error) (*leaseInfo, *cmdError) {
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}

@@ -6,7 +6,12 @@
 // checks IsLeader(), prepares for 15 ms, writes "W <token> <id> <seq>" to the fencing
 // resource, and records everything as JSON lines with CLOCK_MONOTONIC nanoseconds.
 //
-//	lease-elector --id ID --redis URL --resource HOST:PORT --out PATH --ttl-ms N --key KEY --mode safe|ignore-deadline|reuse-owner
+//	lease-elector --id ID --redis URL [--redis URL ...] --resource HOST:PORT --out PATH --ttl-ms N --key KEY
+//	    --mode safe|ignore-deadline|reuse-owner [--quorum-control correct|no-unify|minority]
+//
+// --redis given once: the ordinary single-primary elector. Given once per node (in node
+// order, the same for every elector): quorum mode over those independent primaries
+// (Config.Nodes, docs/quorum.md); --quorum-control picks a negative control there.
 //
 // Modes ignore-deadline and reuse-owner are negative controls (docs/conformance.md): the
 // checker must catch them. reuse-owner works like safe but sends the same owner in every
@@ -193,6 +198,12 @@ func randomHex() string {
 	return hex.EncodeToString(b)
 }
 
+// urls is a repeatable string flag.
+type urls []string
+
+func (u *urls) String() string     { return strings.Join(*u, ",") }
+func (u *urls) Set(v string) error { *u = append(*u, v); return nil }
+
 func main() {
 	os.Exit(run())
 }
@@ -200,7 +211,9 @@ func main() {
 func run() int {
 	fs := flag.NewFlagSet("lease-elector", flag.ContinueOnError)
 	id := fs.String("id", "", "elector id (owner prefix)")
-	redisURL := fs.String("redis", "", "redis://host:port/")
+	var redisURLs urls
+	fs.Var(&redisURLs, "redis", "redis://host:port/ (repeat once per node for quorum mode)")
+	control := fs.String("quorum-control", "correct", "quorum mode only: correct | no-unify | minority")
 	res := fs.String("resource", "", "fencing resource host:port")
 	out := fs.String("out", "", "history file (JSON lines, appended)")
 	ttlMS := fs.Int64("ttl-ms", 1000, "lease TTL in ms")
@@ -209,7 +222,7 @@ func run() int {
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
-	if *id == "" || *redisURL == "" || *res == "" || *out == "" || fs.NArg() != 0 {
+	if *id == "" || len(redisURLs) == 0 || *res == "" || *out == "" || fs.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "lease-elector: --id, --redis, --resource and --out are required")
 		return 2
 	}
@@ -233,13 +246,21 @@ func run() int {
 	owner := fmt.Sprintf("%s-%d-%s", *id, os.Getpid(), randomHex())
 	h.rec(map[string]any{"ev": "start", "t": monoNS(), "elector": *id, "pid": os.Getpid(), "owner": owner, "mode": *mode})
 
-	opts, err := redis.ParseURL(*redisURL)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "lease-elector: --redis: %v\n", err)
+	var clients []*redis.Client
+	for _, u := range redisURLs {
+		opts, err := redis.ParseURL(u)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "lease-elector: --redis %s: %v\n", u, err)
+			return 2
+		}
+		c := redis.NewClient(opts)
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	if len(clients) == 1 && *control != "correct" {
+		fmt.Fprintln(os.Stderr, "lease-elector: --quorum-control needs several --redis (quorum mode)")
 		return 2
 	}
-	client := redis.NewClient(opts)
-	defer client.Close()
 
 	ttl := time.Duration(*ttlMS) * time.Millisecond
 	w := &worker{id: *id, res: *res, ttl: ttl, h: h}
@@ -248,15 +269,19 @@ func run() int {
 		task = w.reignUnsafe
 	}
 	cfg := lease.Config{
-		Client: client,
-		Key:    *key,
-		TTL:    ttl,
-		Owner:  owner,
+		Key:   *key,
+		TTL:   ttl,
+		Owner: owner,
 		// Reconnect backoff capped at one TTL (library default 5 s): the harness measures
 		// "Redis back -> next grant", which the cap bounds.
 		BackoffMax: ttl,
 		Callbacks:  lease.Callbacks{OnStartedLeading: task},
 		Logger:     logger,
+	}
+	if len(clients) == 1 {
+		cfg.Client = clients[0]
+	} else {
+		cfg.Nodes = clients
 	}
 	e, err := lease.NewElector(cfg)
 	if err != nil {
@@ -266,6 +291,12 @@ func run() int {
 	w.e = e
 	if *mode == "reuse-owner" {
 		hooks.ReuseOwner(e)
+	}
+	if len(clients) > 1 {
+		if err := hooks.QuorumControl(e, *control); err != nil {
+			fmt.Fprintf(os.Stderr, "lease-elector: --quorum-control: %v\n", err)
+			return 2
+		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

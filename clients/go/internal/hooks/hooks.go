@@ -7,3 +7,9 @@ package hooks
 // import cycle) send the same owner in every reign: the behaviour before protocol R17, which
 // lets a late RELEASE of an earlier reign end a later one. Call it before Run.
 var ReuseOwner func(elector any)
+
+// QuorumControl, set by package lease's init, switches an *lease.Elector in quorum mode to a
+// deliberately broken variant ("no-unify": no raise, each node keeps its own token;
+// "minority": lead on one grant) or back to "correct". Errors for an unknown name or an
+// elector not in quorum mode. Call it before Run.
+var QuorumControl func(elector any, name string) error

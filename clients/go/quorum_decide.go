@@ -1,0 +1,242 @@
+package lease
+
+// Quorum mode's decisions (docs/client-protocol.md §9a, rules Q1–Q8; docs/quorum.md) as plain
+// functions of the replies of one round: no I/O, no clock. quorum.go sends the commands and
+// executes what these return. They mirror client/src/quorum_decide.rs. The single-node rules
+// (deadline from the instant before the first send, stop point, backoff) stay those of
+// decide.go, because the quorum transport sits under the same election loop.
+
+import "time"
+
+// majority is the smallest number of nodes that is more than half of n (Q1): any two sets of
+// this size share a node, which is what both safety arguments rest on (docs/quorum.md §3).
+func majority(n int) int { return n/2 + 1 }
+
+// quorumControl selects a deliberately broken variant for negative controls. Never use
+// outside a test: each one breaks a step of the safety argument, and a check must catch it.
+type quorumControl int
+
+const (
+	// quorumCorrect is the protocol as documented.
+	quorumCorrect quorumControl = iota
+	// quorumNoUnify skips the raise: act on the token of any one granting node (pick), as a
+	// client that fences with "the grant it saw first" would; each node is renewed with its
+	// own token (breaks "one token per reign, above every earlier one").
+	quorumNoUnify
+	// quorumMinority leads on a single grant (breaks "any two majorities intersect").
+	quorumMinority
+)
+
+// need is how many grants (and raise confirmations) a round needs on n nodes.
+func (c quorumControl) need(n int) int {
+	if c == quorumMinority {
+		return 1
+	}
+	return majority(n)
+}
+
+// identityKind is what the server identity (run_id of INFO server) reported by a node's new
+// connection means (Q6, Q7).
+type identityKind int
+
+const (
+	// identityFirst: the first identity seen at this node: remember it.
+	identityFirst identityKind = iota
+	// identitySame: the same server as before (a reconnect).
+	identitySame
+	// identityChanged: another server answers at this node's address now (a restart, or a
+	// VIP, DNS name or proxy moved to a spare). It has none of the old one's leases, and if
+	// it has been up longer than its grace it grants at once: it counts toward no grant and
+	// no renewal for at least one max TTL, like a node that lost its state (Q7).
+	identityChanged
+	// identityDuplicate: the same server as node Of (one URL twice under another spelling, a
+	// unix socket and a TCP port of one server, db 0 and db 1): one server must never count
+	// twice (Q6).
+	identityDuplicate
+)
+
+type identityCheck struct {
+	Kind identityKind
+	Of   int // identityDuplicate: the other node
+}
+
+// checkIdentity: node me's new connection reports seen; known[i] is the identity last seen
+// at node i ("" = none yet). A duplicate is checked first: a swapped node that lands on
+// another node's server is a duplicate, not a change.
+func checkIdentity(me int, seen string, known []string) identityCheck {
+	for i, k := range known {
+		if i != me && k != "" && k == seen {
+			return identityCheck{Kind: identityDuplicate, Of: i}
+		}
+	}
+	switch {
+	case me >= len(known) || known[me] == "":
+		return identityCheck{Kind: identityFirst}
+	case known[me] == seen:
+		return identityCheck{Kind: identitySame}
+	}
+	return identityCheck{Kind: identityChanged}
+}
+
+// quarantine is how long a node whose identity changed counts toward nothing: at least the
+// longest TTL any elector may have used on it (configured, default the module's default
+// lease.max-ttl, 30 s), and never less than this elector's own TTL.
+func quarantine(ttl, configured time.Duration) time.Duration {
+	return max(ttl, configured)
+}
+
+// nodeReply is one node's reply in a round. Replied false = no reply before the round's
+// limit (the node may or may not have run the command); otherwise Err or Value.
+type nodeReply[T any] struct {
+	Replied bool
+	Value   T
+	Err     *cmdError
+}
+
+func (r nodeReply[T]) ok() bool { return r.Replied && r.Err == nil }
+
+// nodeToken is a (node, token) pair: a grant to release.
+type nodeToken struct {
+	Node  int
+	Token int64
+}
+
+type afterAcquireKind int
+
+const (
+	// acqRaise: enough grants: raise the lease on Nodes to Target (the highest token
+	// granted), then lead on Target if enough confirm (Q3).
+	acqRaise afterAcquireKind = iota
+	// acqActUnified: negative control quorumNoUnify: lead at once on Token, each node
+	// keeping its own token (PerNode, 0 = none).
+	acqActUnified
+	// acqAbort: not enough grants: release the partial grants in Release, then tell the loop
+	// "not granted" (Err nil) or the error Err (Q4).
+	acqAbort
+)
+
+type afterAcquire struct {
+	Kind    afterAcquireKind
+	Target  int64
+	Nodes   []int
+	Token   int64
+	PerNode []int64
+	Release []nodeToken
+	Err     *cmdError // acqAbort: nil = not granted (poll again), else back off (R12)
+}
+
+// decideAfterAcquire is step 1 of a campaign round: replies[i] is node i's LEASE.ACQUIRE
+// reply (Value > 0 = granted, 0 = nil: held by another). Why the maximum: every node of the
+// previous reign's raise-majority has that reign's token as its watermark, any majority
+// contains one of them, and that node only grants above it; the maximum over our majority is
+// therefore above every earlier reign's token. pick only matters for quorumNoUnify.
+func decideAfterAcquire(c quorumControl, replies []nodeReply[int64], pick int) afterAcquire {
+	n := len(replies)
+	need := c.need(n)
+	var granted []nodeToken
+	for i, r := range replies {
+		if r.ok() && r.Value > 0 {
+			granted = append(granted, nodeToken{i, r.Value})
+		}
+	}
+	if n > 0 && len(granted) >= need {
+		if c == quorumNoUnify {
+			per := make([]int64, n)
+			for _, g := range granted {
+				per[g.Node] = g.Token
+			}
+			if pick < 0 {
+				pick = -pick
+			}
+			return afterAcquire{Kind: acqActUnified, Token: granted[pick%len(granted)].Token, PerNode: per}
+		}
+		var target int64
+		nodes := make([]int, 0, len(granted))
+		for _, g := range granted {
+			target = max(target, g.Token)
+			nodes = append(nodes, g.Node)
+		}
+		return afterAcquire{Kind: acqRaise, Target: target, Nodes: nodes}
+	}
+	refused, silent := 0, 0
+	var failed []*cmdError
+	for _, r := range replies {
+		switch {
+		case !r.Replied:
+			silent++
+		case r.Err != nil:
+			failed = append(failed, r.Err)
+		case r.Value <= 0:
+			refused++
+		}
+	}
+	out := afterAcquire{Kind: acqAbort, Release: granted}
+	// Why an error only when refusals alone cannot explain it: if enough nodes answered
+	// "held by someone else", polling again soon is right; if a majority was out of reach
+	// because of errors and silence, backing off is (and GRACE tells the loop how long).
+	if refused+need > n || len(failed)+silent <= n-need {
+		return out
+	}
+	for _, e := range failed {
+		if e.Kind == KindGrace {
+			out.Err = e
+			return out
+		}
+	}
+	if len(failed) > 0 {
+		out.Err = failed[0]
+	} else {
+		out.Err = &cmdError{Kind: KindTimeout, Msg: "quorum: no reply from enough nodes"}
+	}
+	return out
+}
+
+// raiseConfirmed is step 2: did enough nodes confirm the raise (reply 1) to lead on the
+// target token? Why the raise must reach a majority before we act: the next reign's token is
+// above ours only because its majority meets a node that knows ours (docs/quorum.md §3).
+func raiseConfirmed(c quorumControl, replies []nodeReply[bool], n int) bool {
+	yes := 0
+	for _, r := range replies {
+		if r.ok() && r.Value {
+			yes++
+		}
+	}
+	return yes >= c.need(n)
+}
+
+type afterRenewKind int
+
+const (
+	// renewQuorumRenewed: a majority extended the lease: the new local deadline counts from
+	// this round's send instant.
+	renewQuorumRenewed afterRenewKind = iota
+	// renewQuorumLost: so many nodes said "not held" (0) that a majority can no longer
+	// confirm: the lease is lost, step down now (Q5, R9).
+	renewQuorumLost
+	// renewQuorumUnknown: neither yet (errors, silence): keep the old deadline and retry
+	// until the stop point.
+	renewQuorumUnknown
+)
+
+// decideAfterRenew decides a renewal round (Q5).
+func decideAfterRenew(c quorumControl, replies []nodeReply[bool]) afterRenewKind {
+	n := len(replies)
+	need := c.need(n)
+	ones, zeros := 0, 0
+	for _, r := range replies {
+		if r.ok() {
+			if r.Value {
+				ones++
+			} else {
+				zeros++
+			}
+		}
+	}
+	switch {
+	case n > 0 && ones >= need:
+		return renewQuorumRenewed
+	case zeros > n-need:
+		return renewQuorumLost
+	}
+	return renewQuorumUnknown
+}
