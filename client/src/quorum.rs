@@ -504,10 +504,15 @@ impl Transport for QuorumTransport {
                 // partial grant) — a successor would reign while we still act. The model
                 // check found this (docs/model.md). The loop releases them once the task has
                 // stopped (`holds_after_rejection`), as for every other step-down (R13).
+                // Every node that did not say 0 may still hold us (the round stopped waiting
+                // once a majority said 0; a slow node's 1 may be on its way): all of them are
+                // released after the task stopped, not only those whose 1 arrived (otherwise
+                // those expire on their own: liveness, not safety). A RELEASE of a lease a
+                // node no longer holds answers 0 and changes nothing.
                 for (i, h) in self.held.iter_mut().enumerate() {
                     *h = match replies[i] {
-                        Some(Ok(true)) => Some(h.unwrap_or(token)),
-                        _ => None,
+                        Some(Ok(false)) => None,
+                        _ => Some(h.unwrap_or(token)),
                     };
                 }
                 Ok(Replicated {
