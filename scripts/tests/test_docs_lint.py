@@ -118,6 +118,21 @@ class Lint(unittest.TestCase):
         why = "MODULE LOAD is refused by Redis 7's default enable-module-command no: say so beside it"
         self.assertEqual(self.repo(doc), [f"docs/guide.md:1: {why}", f"docs/guide.md:9: {why}"])
 
+    def test_ignored_build_outputs_are_not_paths_to_check(self) -> None:
+        root = tempfile.mkdtemp()
+        os.makedirs(os.path.join(root, "target"))
+        with open(os.path.join(root, ".gitignore"), "w") as f:
+            f.write("/target\n")
+        with open(os.path.join(root, "guide.md"), "w") as f:
+            f.write("Build `target/debug/libx.so` first; `src/gone.rs` is stale.\n")
+        os.makedirs(os.path.join(root, "src"))
+        with open(os.path.join(root, "src", "lib.rs"), "w") as f:
+            f.write("fn f() {}\n")
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+        subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+        got = [str(p) for p in docs_lint.lint(root)]
+        self.assertEqual(got, ["guide.md:1: path `src/gone.rs` does not exist"])
+
     def test_allow_list(self) -> None:
         self.assertEqual(self.repo("`--tls-cluster yes`\n", "docs/guide.md\t--tls-cluster yes\n"), [])
         self.assertEqual(len(self.repo("`--tls-cluster yes`\n")), 1)
