@@ -14,6 +14,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends libclang-dev \
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY lease-core ./lease-core
 COPY testsupport ./testsupport
 COPY client ./client
 COPY harness ./harness
