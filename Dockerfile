@@ -15,6 +15,8 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY lease-core ./lease-core
+# Cargo.toml names bench/ (measurement programs, built as examples).
+COPY bench ./bench
 COPY testsupport ./testsupport
 COPY client ./client
 COPY harness ./harness

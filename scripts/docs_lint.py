@@ -41,7 +41,7 @@ METRIC = re.compile(r"^(lease_[a-z0-9_]*[a-z0-9])(?:\{|$)")
 MESSAGE = re.compile(r"^[a-z][a-z' ;,]*[a-z]$")
 PATH = re.compile(r"^((?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+?)(?::\d+(?:-\d+)?)?(?:::([A-Za-z_][A-Za-z0-9_]*))?$")
 TOP_DIRS = ("src/", "lease-core/", "client/", "clients/", "harness/", "model/", "fuzz/", "tests/", "testsupport/",
-            "scripts/", "docs/", "conformance/", "examples/", ".ci/", "peers/", "bench/")
+            "scripts/", "docs/", "conformance/", ".ci/", "peers/", "bench/")
 
 
 @dataclass(frozen=True)

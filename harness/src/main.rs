@@ -22,7 +22,7 @@ const USAGE: &str = "\
 usage:
   lease-harness run --runs N --electors M --seconds S [--fault KIND]... [--seed X] [--out DIR]
                     [--ttl-ms T] [--grace-ms G] [--elector-mode safe|ignore-deadline|reuse-owner] [--no-fence]
-                    [--module PATH] [--keep-going] [--elector-cmd \"PROGRAM ARGS\"]
+                    [--module PATH] [--elector-cmd \"PROGRAM ARGS\"]
                     [--topology replica|sentinel] [--down-after-ms D] [--min-replicas-max-lag S]
   lease-harness check [--svg] [--explain] DIR...   (run folders, or folders of run-* folders;
                                                    --explain prints each stale write's story)
