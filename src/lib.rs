@@ -36,10 +36,10 @@ type Alloc = std::alloc::System;
 #[cfg(test)]
 const ALLOC: Alloc = std::alloc::System;
 
-/// The load, in an order that leaves the server as it was whenever it refuses (issue 35,
-/// item 2): first everything that can fail on the operator's input (module arguments, then
-/// config lines and `MODULE LOADEX ... CONFIG` through `RedisModule_LoadConfigs`, whose
-/// failure refuses the load instead of being ignored), then the commands, and only at the
+/// The load, in an order that leaves the server as it was whenever it refuses: first
+/// everything that can fail on the operator's input (module arguments, then config lines
+/// and `MODULE LOADEX ... CONFIG` through `RedisModule_LoadConfigs`, whose failure refuses
+/// the load instead of being ignored), then the commands, and only at the
 /// very end what Redis 7.0 would keep after a failed load (server-event and keyspace
 /// subscriptions) and the grace timer. `redis_module!` registers only the data type and the
 /// INFO callback before this runs; Redis drops both with a failed load.
