@@ -16,6 +16,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends libclang-dev \
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY lease-core ./lease-core
+# Cargo.toml names bench/ (measurement programs, built as examples).
+COPY bench ./bench
 COPY testsupport ./testsupport
 COPY client ./client
 COPY harness ./harness

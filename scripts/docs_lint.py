@@ -67,8 +67,8 @@ FENCE_OPEN = re.compile(r"^\s*```\s*([A-Za-z0-9_-]*)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*(illustrative|ci:\s*([^>]*?))\s*-->\s*$")
 SEPARATORS = ("|", "||", "&&", ";", "&")
 VARIABLE = re.compile(r"\$(?:\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)")
-TOP_DIRS = ("src/", "client/", "clients/", "harness/", "model/", "fuzz/", "tests/", "testsupport/",
-            "scripts/", "docs/", "conformance/", "examples/", ".ci/", "peers/", "bench/")
+TOP_DIRS = ("src/", "lease-core/", "client/", "clients/", "harness/", "model/", "fuzz/", "tests/",
+            "testsupport/", "scripts/", "docs/", "conformance/", ".ci/", "peers/", "bench/")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 //! redis-lease: lease-based leader election as a Redis module.
 //!
-//! - `lease/`: the pure logic (state machine, tokens, time, parsing, errors) and the engine
-//!   that turns each request into (reply, what to store, effects); no FFI.
+//! - `lease` (the `lease-core` crate, `lease-core/src/`): the pure logic (state machine,
+//!   tokens, time, parsing, errors) and the engine that turns each request into (reply,
+//!   what to store, effects); no FFI.
 //! - `module/`: the thin Redis adapter (command table, the one effect executor, keys, timers,
 //!   blocked clients, data type, configuration, INFO). docs/protocol.md, "How the code is
 //!   laid out", follows one command through both.
@@ -14,7 +15,8 @@
 //! only a resource that checks tokens (`LEASE.FENCE` or its own check) stops a paused,
 //! deposed leader from writing. See docs/protocol.md and docs/failover.md.
 
-pub mod lease;
+/// The pure core under the name every file of `src/module/` uses (`crate::lease::...`).
+pub use lease_core as lease;
 mod module;
 
 use lease::config::parse_module_args;
@@ -34,10 +36,10 @@ type Alloc = std::alloc::System;
 #[cfg(test)]
 const ALLOC: Alloc = std::alloc::System;
 
-/// The load, in an order that leaves the server as it was whenever it refuses (issue 35,
-/// item 2): first everything that can fail on the operator's input (module arguments, then
-/// config lines and `MODULE LOADEX ... CONFIG` through `RedisModule_LoadConfigs`, whose
-/// failure refuses the load instead of being ignored), then the commands, and only at the
+/// The load, in an order that leaves the server as it was whenever it refuses: first
+/// everything that can fail on the operator's input (module arguments, then config lines
+/// and `MODULE LOADEX ... CONFIG` through `RedisModule_LoadConfigs`, whose failure refuses
+/// the load instead of being ignored), then the commands, and only at the
 /// very end what Redis 7.0 would keep after a failed load (server-event and keyspace
 /// subscriptions) and the grace timer. `redis_module!` registers only the data type and the
 /// INFO callback before this runs; Redis drops both with a failed load.
@@ -94,9 +96,14 @@ redis_module! {
 
 #[cfg(test)]
 mod layering_tests {
-    //! The `use crate::...` (and `use super::...`) lines of src/ form no cycle: each file
+    //! The `use crate::...` (and `use super::...`) lines of src/ and of the core crate
+    //! (lease-core/src/, mounted at `lease` as src/lib.rs names it) form no cycle: each file
     //! depends only on files below it, so a reader can follow any module without meeting
     //! itself again. Checked on the source text, at the granularity of files.
+    //!
+    //! Cargo already forbids the core from using the module (a crate cannot depend on its
+    //! dependent); this check still covers the cycles it cannot see, between files inside
+    //! each crate. One checker over one graph, here, because this crate sees both.
 
     use std::collections::{BTreeMap, BTreeSet};
     use std::path::{Path, PathBuf};
@@ -112,13 +119,25 @@ mod layering_tests {
         }
     }
 
-    /// `src/module/keys.rs` -> ["module", "keys"]; `mod.rs`/`lib.rs` name their folder.
-    fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    /// The source roots and where this crate mounts them: its own src/ at the root, the core
+    /// crate's at `lease` (`pub use lease_core as lease`).
+    fn roots() -> Vec<(PathBuf, Vec<String>)> {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        vec![
+            (dir.join("src"), vec![]),
+            (dir.join("lease-core/src"), vec!["lease".to_string()]),
+        ]
+    }
+
+    /// `src/module/keys.rs` -> ["module", "keys"], `lease-core/src/state.rs` -> ["lease",
+    /// "state"]; `mod.rs`/`lib.rs` name their folder.
+    fn module_path(src: &Path, mount: &[String], file: &Path) -> Vec<String> {
         let rel = file.strip_prefix(src).expect("under src");
-        let mut parts: Vec<String> = rel
-            .iter()
-            .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string())
-            .collect();
+        let mut parts: Vec<String> = mount.to_vec();
+        parts.extend(
+            rel.iter()
+                .map(|c| c.to_string_lossy().trim_end_matches(".rs").to_string()),
+        );
         if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
             parts.pop();
         }
@@ -127,7 +146,14 @@ mod layering_tests {
 
     /// The module paths named by the `use` lines of a file (test modules excluded: a test
     /// may look at anything). `use a::{b, c::d}` names a::b and a::c::d.
-    fn uses(text: &str, here: &[String], is_dir_module: bool) -> Vec<Vec<String>> {
+    /// `mount` is where `crate` of the file's own crate sits in the graph: a core file's
+    /// `crate::lease::x` and (once its paths drop the alias) `crate::x` both name lease::x.
+    fn uses(
+        text: &str,
+        here: &[String],
+        is_dir_module: bool,
+        mount: &[String],
+    ) -> Vec<Vec<String>> {
         let code = text.split("#[cfg(test)]").next().unwrap_or("");
         let mut out = vec![];
         let mut stmt = String::new();
@@ -149,7 +175,12 @@ mod layering_tests {
                 let mut segs: Vec<String> =
                     path.split("::").map(|x| x.trim().to_string()).collect();
                 let base: Vec<String> = match segs.first().map(String::as_str) {
-                    Some("crate") => vec![],
+                    Some("crate") => {
+                        if !mount.is_empty() && segs.get(1) == mount.first() {
+                            segs.remove(1);
+                        }
+                        mount.to_vec()
+                    }
                     Some("super") => {
                         // `super` of a file module is its folder; of a mod.rs, the parent.
                         let mut b = here.to_vec();
@@ -201,19 +232,26 @@ mod layering_tests {
 
     #[test]
     fn use_lines_form_no_cycle() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        // (file, its module path, where its crate is mounted)
         let mut files = vec![];
-        rust_files(&src, &mut files);
-        let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(&src, f)).collect();
+        for (src, mount) in roots() {
+            let mut found = vec![];
+            rust_files(&src, &mut found);
+            for f in found {
+                let here = module_path(&src, &mount, &f);
+                files.push((f, here, mount.clone()));
+            }
+        }
+        let modules: BTreeSet<Vec<String>> = files.iter().map(|f| f.1.clone()).collect();
         // Edges between file modules: a used path is attributed to the longest module prefix.
         let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
-        for f in &files {
-            let here = module_path(&src, f);
+        for (f, here, mount) in &files {
+            let here = here.clone();
             let is_dir = f
                 .file_name()
                 .is_some_and(|n| n == "mod.rs" || n == "lib.rs");
             let text = std::fs::read_to_string(f).expect("read");
-            for used in uses(&text, &here, is_dir) {
+            for used in uses(&text, &here, is_dir, mount) {
                 let target = (0..=used.len())
                     .rev()
                     .map(|n| used[..n].to_vec())
@@ -230,6 +268,13 @@ mod layering_tests {
                 .get(&vec!["module".to_string(), "executor".to_string()])
                 .is_some_and(|d| d.len() > 5),
             "the parser found the executor's dependencies: {graph:?}"
+        );
+        // And the core's own edges (the engine uses the state, the node, the requests).
+        assert!(
+            graph
+                .get(&vec!["lease".to_string(), "engine".to_string()])
+                .is_some_and(|d| d.len() >= 3),
+            "the parser found the engine's dependencies: {graph:?}"
         );
         // Depth-first search with colours; report the first cycle as a path.
         fn visit(

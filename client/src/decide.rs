@@ -60,8 +60,8 @@ pub const MAX_REIGN: u64 = (1 << 53) - 1;
 /// delivers what was written, even after the connection closed). With one owner for the
 /// whole process, a new campaign's ACQUIRE refreshes a lease the previous reign still held
 /// on the server (same token), and that reign's late RELEASE then frees the *new* reign
-/// while it acts: two leaders (issue 23). A new owner per reign makes every late command of
-/// an earlier reign miss.
+/// while it acts: two leaders (docs/client-protocol.md R17). A new owner per reign makes
+/// every late command of an earlier reign miss.
 pub fn reign_owner(base: &str, reign: u64) -> Option<String> {
     if base.is_empty() || base.len() > MAX_BASE_OWNER_BYTES || !(1..=MAX_REIGN).contains(&reign) {
         return None;
@@ -191,6 +191,18 @@ pub fn op_limit(cfg: &ElectorConfig, block: Option<Duration>) -> Duration {
     };
     block.unwrap_or(Duration::ZERO) + cfg.op_timeout + wait
 }
+
+/// Time limit for opening a connection (TCP, TLS handshake, AUTH, HELLO): the command budget
+/// `op_timeout`, but never below 100 ms. Why a floor: `op_timeout` defaults to T/5 and can be
+/// 50 ms, which a loaded machine's TLS handshake alone can exceed, and an elector that can
+/// never connect never leads. It does not touch safety: a grant's deadline is counted from
+/// the instant before its command is sent, never from the connect.
+pub fn connect_timeout(cfg: &ElectorConfig) -> Duration {
+    cfg.op_timeout.max(CONNECT_TIMEOUT_FLOOR)
+}
+
+/// The floor of [`connect_timeout`].
+pub const CONNECT_TIMEOUT_FLOOR: Duration = Duration::from_millis(100);
 
 /// Capped exponential backoff with full jitter: uniform in `[0, min(max, min * 2^attempt)]`.
 /// `unit` is a uniform random number in `[0, 1)` (passed in so tests are deterministic).
@@ -376,4 +388,18 @@ pub fn on_renew(
 /// after the process was paused)?
 pub fn must_stop(cfg: &ElectorConfig, deadline: Instant, now: Instant) -> bool {
     now >= stop_at(cfg, deadline)
+}
+
+#[cfg(test)]
+mod connect_tests {
+    use super::*;
+
+    #[test]
+    fn connect_timeout_is_the_op_timeout_with_a_floor() {
+        let cfg = ElectorConfig::new("redis://127.0.0.1/", "k", Duration::from_millis(250));
+        // T/5 = 50 ms: below the floor.
+        assert_eq!(connect_timeout(&cfg), CONNECT_TIMEOUT_FLOOR);
+        let cfg = cfg.with_op_timeout(Duration::from_millis(700));
+        assert_eq!(connect_timeout(&cfg), Duration::from_millis(700));
+    }
 }

@@ -180,10 +180,7 @@ impl Elector<RedisTransport> {
     /// backoff), so it never fails because Redis is down.
     pub fn new(config: ElectorConfig) -> Result<Self, LeaseError> {
         config.validate()?;
-        let transport = RedisTransport::new(
-            &config.redis_url,
-            config.op_timeout.max(Duration::from_millis(100)),
-        )?;
+        let transport = RedisTransport::new(&config.redis_url, decide::connect_timeout(&config))?;
         Elector::with_transport(config, transport)
     }
 }
@@ -227,7 +224,8 @@ impl<T: Transport> Elector<T> {
     /// After a step-down (any reason): the next campaign uses a new owner, so that no late
     /// command of the reign that just ended (an abandoned RENEW or RELEASE, still in the
     /// network or in a closed connection's kernel buffer) can match the next reign, and no
-    /// ACQUIRE of ours can refresh a lease that reign may still hold (issue 23, R17).
+    /// ACQUIRE of ours can refresh a lease that reign may still hold (docs/client-protocol.md
+    /// R17).
     fn end_reign(&mut self) -> Result<(), LeaseError> {
         self.reign = decide::next_reign(self.reign, decide::ReignEvent::SteppedDown);
         match decide::reign_owner(&self.cfg.owner, self.reign) {

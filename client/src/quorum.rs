@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::config::ElectorConfig;
-use crate::decide::wire_ms;
+use crate::decide::{self, wire_ms};
 use crate::elector::Elector;
 use crate::error::{CommandError, ErrorKind, LeaseError};
 pub use crate::quorum_decide::QuorumControl;
@@ -250,7 +250,7 @@ impl QuorumTransport {
                 index,
                 client,
                 conn: Mutex::new(None),
-                connect_timeout: cfg.op_timeout.max(Duration::from_millis(100)),
+                connect_timeout: decide::connect_timeout(cfg),
                 identities: identities.clone(),
                 quarantined_until: std::sync::Mutex::new(None),
                 quarantine: qd::quarantine(cfg.ttl, cfg.node_quarantine),
@@ -663,10 +663,7 @@ impl Elector<Nodes> {
         config.validate()?;
         let t = match urls {
             [] => return Err(LeaseError::Config("no redis url".into())),
-            [one] => Nodes::One(RedisTransport::new(
-                one,
-                config.op_timeout.max(Duration::from_millis(100)),
-            )?),
+            [one] => Nodes::One(RedisTransport::new(one, decide::connect_timeout(&config))?),
             many => Nodes::Quorum(QuorumTransport::new(many, &config, control)?),
         };
         Elector::with_transport(config, t)

@@ -3,20 +3,15 @@
 //! it), and `tests/corpus.rs` replays the committed seed corpus (`corpus/<name>/`) through
 //! them on stable Rust, so a crash once found stays a regression test.
 //!
-//! The module's pure half (`src/lease/`: parsers, state machine, engine, RDB field decoder)
-//! is compiled into this crate from its own source files: the module crate itself is a
-//! cdylib (and would bring Redis' allocator), and `src/lease/` never touches FFI, so the
-//! code fuzzed here is exactly the code the module runs. Each target checks invariants
+//! The module's pure half (the `lease-core` crate: parsers, state machine, engine, RDB field
+//! decoder) is a dependency like any other: it never touches FFI and installs no allocator
+//! (the module crate itself is a cdylib with Redis' allocator), so the code fuzzed here is
+//! exactly the code the module runs. Each target checks invariants
 //! beyond "does not panic" where one is cheap to state.
 
-#[path = "../../src/lease/mod.rs"]
-#[allow(dead_code, clippy::all)]
-pub mod lease;
-
-/// The harness's history reader, from its own source file (it needs only serde).
-#[path = "../../harness/src/history.rs"]
-#[allow(dead_code, clippy::all)]
-pub mod history;
+pub use lease_core as lease;
+/// The harness's history reader (the `lease-history` crate; it needs only serde).
+pub use lease_history as history;
 
 use lease::args::{self, Limits};
 use lease::config::{parse_module_args, Config, BOUNDS};
@@ -321,7 +316,7 @@ fn set(cfg: &mut Config, name: &str, v: i64) {
     }
 }
 
-/// The harness history reader (`harness/src/history.rs`: `read_jsonl`, read by the checker
+/// The harness history reader (`harness/history/src/lib.rs`: `read_jsonl`, read by the checker
 /// from files a crashed run may have torn), for each record type it reads.
 pub fn history_jsonl(data: &[u8]) {
     use history::{read_jsonl, ElectorEvent, ResourceWrite, RunEvent};

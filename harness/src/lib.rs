@@ -2,7 +2,8 @@
 //!
 //! Layers, one module each:
 //! - [`clock`]: the shared `CLOCK_MONOTONIC` every history is stamped with;
-//! - [`history`]: the JSON-lines record formats;
+//! - [`history`]: the JSON-lines record formats (the `lease-history` crate,
+//!   `harness/history/`, so the fuzz targets can depend on it alone);
 //! - [`resource`]: the protected resource that enforces fencing (and its unsafe variant);
 //! - [`proxy`]: the fault-injecting TCP proxy between each elector and Redis;
 //! - [`checker`]: safety and liveness from the recorded histories;
@@ -12,7 +13,7 @@
 
 pub mod checker;
 pub mod clock;
-pub mod history;
+pub use lease_history as history;
 pub mod proxy;
 pub mod resource;
 pub mod svg;

@@ -172,7 +172,7 @@ pub fn wake_all_waiters(ctx: &Context) {
 /// Answers the blocked acquirers of (db, key) — every one with `None` — with nil, as a BLOCK
 /// timeout would (`CLIENT UNBLOCK`, which runs the timeout callback), in arrival order. For
 /// a name whose key went away by another road than a lease command (DEL, RENAME, MOVE,
-/// SWAPDB, FLUSHDB/FLUSHALL; issue 35, item 4): Redis retries module clients blocked on a key
+/// SWAPDB, FLUSHDB/FLUSHALL): Redis retries module clients blocked on a key
 /// only while the key exists, so without this they would wait until their timeout (forever
 /// with BLOCK 0) while the name is free. A nil tells the client "not acquired, ask again".
 pub fn unblock_waiters(ctx: &Context, only: Option<(i32, &[u8])>) {

@@ -2,7 +2,7 @@
 //! must not delete a live lease, and a free lease keeps its token history).
 //!
 //! Encoding version 2 (written by this build; RDB, the RDB preamble of an AOF rewrite, DUMP):
-//!   ONE string buffer, `Persisted::decode_v2` in src/lease/state.rs has the layout:
+//!   ONE string buffer, `Persisted::decode_v2` in lease-core/src/state.rs has the layout:
 //!   u8 flags (bit 0 = held), u64 LE token, u64 LE grants, if held: u64 LE
 //!   expires_wall_ms and the owner as the rest of the buffer.
 //! Encoding version 1 (written by builds before it; still loaded, never written):

@@ -1,9 +1,9 @@
-//! One expiry-timer entry, packed into 16 bytes plus one small allocation (issue 16's memory
-//! target). Before: `(u64, i32, Box<[u8]>)`, 32 bytes in the heap's vector plus the key copy
-//! (a 13-byte key: 16 more), 48 bytes per held lease; now 16 + 16.
+//! One expiry-timer entry, packed into 16 bytes plus one small allocation: every held lease
+//! has one, so its size is part of a lease's memory cost (docs/scale.md). A plain
+//! `(u64, i32, Box<[u8]>)` would take 32 bytes in the heap's vector plus the key copy (a
+//! 13-byte key: 16 more), 48 per held lease; this takes 16 + 16.
 //!
-//! The entry still names its key, `(deadline, db, key bytes)`, exactly as before; only the
-//! encoding changed. It never points at a lease value: values are freed by `DEL`, replaced
+//! The entry names its key, `(deadline, db, key bytes)`; only the encoding is packed. It never points at a lease value: values are freed by `DEL`, replaced
 //! by a re-grant, renamed, moved, swapped between databases, and an entry outlives all of
 //! that. So the safety argument of `timers` is unchanged: a due entry only makes the module
 //! open the key by name and let the engine judge the value found there against that

@@ -25,7 +25,7 @@ fn on_loading_ended(ctx: &Context) {
     if server::is_primary(ctx) {
         // Entries from before the load (`DEBUG RELOAD`, a full resync) name keys that were
         // all replaced: drop them, so `lease_expiry_timers` counts about one per held lease
-        // instead of growing with every reload (issue 35, item 5).
+        // instead of growing with every reload.
         timers::stop_all(ctx);
         executor::rearm_all(ctx);
     }
@@ -92,7 +92,7 @@ fn on_swapdb(ctx: &Context) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Subscriptions (issue 35, item 2)
+// Subscriptions
 //
 // Made by `subscribe`, the last step of a load that can no longer fail. Redis 7.0 keeps a
 // failed load's server-event and keyspace subscriptions after it unloads the library (its

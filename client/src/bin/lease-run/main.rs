@@ -305,8 +305,8 @@ async fn run(cli: Cli) -> i32 {
         username: cli.redis_username.clone(),
         password_file: cli.redis_password_file.clone(),
     });
-    // Same connect timeout as `Elector::new`.
-    let connect_timeout = cfg.op_timeout.max(Duration::from_millis(100));
+    // The connect timeout every transport uses.
+    let connect_timeout = redis_lease_client::decide::connect_timeout(&cfg);
     let elector = opts.and_then(|o| {
         if cli.redis.len() > 1 {
             // Quorum mode (docs/quorum.md): every node would need the same TLS files and

@@ -2,10 +2,10 @@
 
 use super::testing::*;
 use super::{Counter::*, Effect::*, Reply};
-use crate::lease::node::Node;
-use crate::lease::request::Request;
-use crate::lease::state::Apply;
-use crate::lease::LeaseError;
+use crate::node::Node;
+use crate::request::Request;
+use crate::state::Apply;
+use crate::LeaseError;
 
 /// A node whose 1000 ms grace started at `at(0)`.
 fn in_grace() -> Node {

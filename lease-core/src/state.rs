@@ -12,7 +12,7 @@
 //!   receipt (`apply`) or load (`from_persisted`); Redis cannot do better, because monotonic
 //!   clocks of two processes have no common origin.
 
-use crate::lease::error::LeaseError;
+use crate::error::LeaseError;
 
 /// Tokens stay below 2^53 so every client language (JavaScript numbers included) holds them
 /// exactly.

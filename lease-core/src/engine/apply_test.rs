@@ -2,9 +2,9 @@
 
 use super::testing::*;
 use super::{Call, Effect::*, Reply};
-use crate::lease::request::Request;
-use crate::lease::state::Apply;
-use crate::lease::LeaseError;
+use crate::request::Request;
+use crate::state::Apply;
+use crate::LeaseError;
 
 fn hold(token: u64) -> Request<'static> {
     Request::Apply(Apply::Hold {

@@ -3,8 +3,8 @@
 
 use super::testing::*;
 use super::{Counter::*, Effect::*, Event, Reply};
-use crate::lease::request::Request;
-use crate::lease::state::{Apply, Lease};
+use crate::request::Request;
+use crate::state::{Apply, Lease};
 
 #[test]
 fn expire_table() {

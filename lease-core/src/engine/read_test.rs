@@ -2,7 +2,7 @@
 
 use super::testing::*;
 use super::Reply;
-use crate::lease::request::Request;
+use crate::request::Request;
 
 #[test]
 fn table() {

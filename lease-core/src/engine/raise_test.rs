@@ -3,8 +3,8 @@
 
 use super::testing::*;
 use super::{Counter::*, Effect::*, Event, Reply};
-use crate::lease::request::Request;
-use crate::lease::state::Apply;
+use crate::request::Request;
+use crate::state::Apply;
 
 fn raise(owner: &str, token: u64, new_token: u64) -> Request<'_> {
     Request::Raise {

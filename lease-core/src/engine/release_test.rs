@@ -2,8 +2,8 @@
 
 use super::testing::*;
 use super::{Counter::*, Effect::*, Event, Reply};
-use crate::lease::request::Request;
-use crate::lease::state::Apply;
+use crate::request::Request;
+use crate::state::Apply;
 
 #[test]
 fn table() {

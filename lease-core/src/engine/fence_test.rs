@@ -2,9 +2,9 @@
 
 use super::testing::*;
 use super::{Counter::*, Effect::*, Event, Reply};
-use crate::lease::request::Request;
-use crate::lease::state::Apply;
-use crate::lease::LeaseError;
+use crate::request::Request;
+use crate::state::Apply;
+use crate::LeaseError;
 
 #[test]
 fn table() {

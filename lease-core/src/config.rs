@@ -3,8 +3,8 @@
 //! three numbers in the atomics Redis' CONFIG machinery writes to and hands a `Config`
 //! snapshot to the engine with every request.
 
-use crate::lease::args::{parse_u64, printable, Limits};
-use crate::lease::state::OWNER_HARD_CAP;
+use crate::args::{parse_u64, printable, Limits};
+use crate::state::OWNER_HARD_CAP;
 
 pub const DEFAULT_MAX_TTL: i64 = 30_000;
 pub const DEFAULT_MAX_OWNER_LEN: i64 = 256;

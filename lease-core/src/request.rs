@@ -2,7 +2,7 @@
 //! requests that come from the module's own callbacks (timer, blocked-client retry, timeout,
 //! re-arm after load or promotion).
 
-use crate::lease::state::Apply;
+use crate::state::Apply;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request<'a> {

@@ -1,8 +1,8 @@
 //! Pure lease logic: state, tokens, time, argument and effect parsing, configuration, the
 //! node's own state and the engine that turns a request into (reply, what to store,
-//! effects). Nothing in this folder touches FFI or reads a clock; the module layer
-//! (`src/module/`) parses through the command table, calls `engine::handle`, and its
-//! executor carries out the effects.
+//! effects). Nothing in this crate touches FFI, reads a clock or installs an allocator; the
+//! module layer (`src/module/`) parses through the command table, calls `engine::handle`,
+//! and its executor carries out the effects.
 //!
 //! Layering (each file uses only those above it): error, slot → state → request → admit →
 //! args → config → node → engine.

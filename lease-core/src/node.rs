@@ -3,8 +3,8 @@
 //! the live copy and hands the engine a snapshot with every request; the engine never reads
 //! or writes process state itself (a token it sees comes back as `Effect::ObserveToken`).
 
-use crate::lease::config::Config;
-use crate::lease::state::{Grace, Now};
+use crate::config::Config;
+use crate::state::{Grace, Now};
 
 // `Hash`: the model checker (model/) stores this in its hashed states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]

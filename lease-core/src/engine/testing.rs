@@ -2,9 +2,9 @@
 //! engine the way the executor does and returns what a test asserts on.
 
 use super::{handle, Call, Outcome, Reply, Store};
-use crate::lease::node::Node;
-use crate::lease::request::Request;
-use crate::lease::state::{Acquire, Lease, Now};
+use crate::node::Node;
+use crate::request::Request;
+use crate::state::{Acquire, Lease, Now};
 
 pub const WALL0: u64 = 1_800_000_000_000; // 2027, ms
 

@@ -2,9 +2,9 @@
 
 use super::testing::*;
 use super::{Call, Counter::*, Effect::*, Event, Reply, Store};
-use crate::lease::request::Request;
-use crate::lease::state::{Apply, Lease};
-use crate::lease::LeaseError;
+use crate::request::Request;
+use crate::state::{Apply, Lease};
+use crate::LeaseError;
 
 fn acq_block(owner: &str, timeout: u64) -> Request<'_> {
     Request::Acquire {

@@ -3,8 +3,8 @@
 //! delete lease keys. Pure: the module reads the facts (`src/module/policy.rs`, the context
 //! flags) and asks here.
 
-use crate::lease::error::LeaseError;
-use crate::lease::request::Request;
+use crate::error::LeaseError;
+use crate::request::Request;
 
 /// What the module knows about the server when a request arrives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

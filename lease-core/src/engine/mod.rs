@@ -9,10 +9,10 @@
 //! waiter wake-ups leave the server in exactly the order of the effect list (a lazily found
 //! expiry is replicated as `FREE` before the grant that follows it, for example).
 
-use crate::lease::error::LeaseError;
-use crate::lease::node::Node;
-use crate::lease::request::Request;
-use crate::lease::state::{Acquire, Apply, Lease, Now};
+use crate::error::LeaseError;
+use crate::node::Node;
+use crate::request::Request;
+use crate::state::{Acquire, Apply, Lease, Now};
 
 #[cfg(test)]
 mod acquire_test;

@@ -1,4 +1,4 @@
-//! Scale figures (issue 16), each against redis-server processes this program starts itself
+//! Scale figures (docs/scale.md §2), each against redis-server processes this program starts itself
 //! with the module at SO loaded. Used by `scripts/scale`; prints one line per figure.
 //!
 //! Usage: scale [--json FILE] SO [N] [STORM] [PART...]   N leases (default 1,000,000), STORM

@@ -2,9 +2,9 @@
 
 use super::testing::*;
 use super::{Counter::*, Effect::*, Event, Reply, Store};
-use crate::lease::request::Request;
-use crate::lease::state::{Apply, Lease, Persisted, TOKEN_LIMIT};
-use crate::lease::LeaseError;
+use crate::request::Request;
+use crate::state::{Apply, Lease, Persisted, TOKEN_LIMIT};
+use crate::LeaseError;
 
 fn acq(owner: &str, ttl: u64) -> Request<'_> {
     Request::Acquire {

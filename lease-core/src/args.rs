@@ -2,9 +2,9 @@
 //! layer hands over raw byte slices; nothing here allocates a C string or can panic on any
 //! byte sequence (owners may contain NUL bytes: they are binary-safe ids).
 
-use crate::lease::error::LeaseError;
-use crate::lease::request::Request;
-use crate::lease::state::{Apply, Lease, TOKEN_LIMIT};
+use crate::error::LeaseError;
+use crate::request::Request;
+use crate::state::{Apply, Lease, TOKEN_LIMIT};
 
 /// Limits in force (from `lease.max-ttl` / `lease.max-owner-len`).
 #[derive(Clone, Copy, Debug)]
