@@ -37,7 +37,8 @@ faults: kill pause partition blackhole delay resign restart restart-aof failover
   --topology sentinel (3 Sentinels, primary + 2 replicas, electors via redis+sentinel://):
   kill pause resign sentinel-failover (default: all four)
   lease-harness run --topology quorum1|quorum3|quorum5 [--quorum-control correct|no-unify|minority]
-                    [--skew-ms MS] [--node-replicas] ... (quorum mode, docs/quorum.md;
+                    [--skew-ms MS] [--node-replicas] [--elector-cmd \"PROGRAM ARGS\"]
+                    ... (quorum mode, docs/quorum.md; an external elector gets one --redis per node;
                     faults: kill pause partition split resign node-kill node-restart
                     node-restart-aof node-partition node-pause node-clock-jump node-failover
                     node-split-brain late-delivery; [--elector-mode safe|reuse-owner])";

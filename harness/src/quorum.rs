@@ -96,6 +96,10 @@ struct Config {
     node_replicas: bool,
     server_bin: String,
     faketime: Option<(PathBuf, PathBuf)>,
+    /// `--elector-cmd`: another language's elector (docs/conformance.md, "Quorum
+    /// topologies"), given `--redis URL` once per node in node order; `None` = our own
+    /// `elector` subcommand.
+    elector_cmd: Option<Vec<String>>,
 }
 
 pub fn main(mut args: Args) -> Result<ExitCode, String> {
@@ -128,6 +132,16 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         .value("--elector-mode")?
         .unwrap_or_else(|| "safe".into());
     let node_replicas = args.flag("--node-replicas");
+    let elector_cmd = match args.value("--elector-cmd")? {
+        None => None,
+        Some(c) => {
+            let words: Vec<String> = c.split_whitespace().map(str::to_string).collect();
+            if words.is_empty() {
+                return Err("--elector-cmd is empty".into());
+            }
+            Some(words)
+        }
+    };
     let module = match args.value("--module")? {
         Some(m) => PathBuf::from(m),
         None => {
@@ -153,6 +167,13 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     }
     if !["correct", "no-unify", "minority"].contains(&control.as_str()) {
         return Err(format!("unknown --quorum-control {control}"));
+    }
+    if elector_cmd.is_some() && control != "correct" {
+        // Why refused: the convention gives an external elector no `--quorum-control`, so a
+        // negative control would silently run the correct protocol and "pass".
+        return Err(format!(
+            "--quorum-control {control} needs the built-in elector (no --elector-cmd)"
+        ));
     }
     if !["safe", "reuse-owner"].contains(&elector_mode.as_str()) {
         return Err(format!(
@@ -199,6 +220,7 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         node_replicas,
         server_bin: std::env::var("REDIS_SERVER_BIN").unwrap_or_else(|_| "redis-server".into()),
         faketime,
+        elector_cmd,
     };
     println!(
         "chaos: topology={topology} runs={} electors={} seconds={} ttl_ms={} grace_ms={} seed={} faults={} control={} skew_ms={} fence={} out={}",
@@ -496,8 +518,21 @@ impl Run<'_> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let err = std::fs::File::create(self.dir.join(format!("elector-{id}.log")))
             .map_err(|e| e.to_string())?;
-        let mut cmd = Command::new(exe);
-        cmd.arg("elector").args(["--id", &id]);
+        let mut cmd = match &self.cfg.elector_cmd {
+            Some(words) => {
+                let mut c = Command::new(&words[0]);
+                c.args(&words[1..]);
+                c
+            }
+            None => {
+                let mut c = Command::new(exe);
+                c.arg("elector");
+                c
+            }
+        };
+        cmd.args(["--id", &id]);
+        // One `--redis` per node, in node order, each through this elector's own proxy to
+        // that node (docs/conformance.md, "Quorum topologies").
         for p in &slot.proxies {
             cmd.args(["--redis", &format!("redis://{}/", p.addr())]);
         }
@@ -505,14 +540,18 @@ impl Run<'_> {
             .arg("--out")
             .arg(self.dir.join(format!("elector-{id}.jsonl")))
             .args(["--ttl-ms", &self.cfg.ttl_ms.to_string()])
-            .args(["--key", KEY])
-            .args(["--quorum-control", &self.cfg.control])
-            .args(["--mode", &self.cfg.elector_mode])
+            .args(["--key", KEY]);
+        if self.cfg.elector_cmd.is_none() {
+            cmd.args(["--quorum-control", &self.cfg.control]);
+        }
+        cmd.args(["--mode", &self.cfg.elector_mode])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(err);
         die_with_parent(&mut cmd);
-        let child = cmd.spawn().map_err(|e| format!("spawn elector: {e}"))?;
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn elector {:?}: {e}", cmd.get_program()))?;
         slot.proc = Some(Proc { id, child });
         slot.incarnation += 1;
         Ok(())

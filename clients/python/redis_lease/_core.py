@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Optional, Tuple, Union
 
-from . import _clock, _wire, decide
+from . import _clock, _quorum, _wire, decide
+from . import quorum_decide as qd
 from .decide import Config, Failed
 from .metrics import KeyMetrics
 
@@ -145,7 +146,7 @@ class TaskEnd:
     error: Optional[BaseException] = None
 
 
-Op = Union[Command, Sleep, StartTask, StopTask]
+Op = Union[Command, Sleep, StartTask, StopTask, _quorum.Round]
 Loop = Generator[Op, Any, Tuple[bool, Any]]
 
 
@@ -167,6 +168,8 @@ class Campaign:
         metrics: KeyMetrics,
         on_change: Optional[Callable[[Leadership], None]],
         channels_ready: Callable[[], None] = lambda: None,
+        nodes: int = 1,
+        control: qd.QuorumControl = qd.QuorumControl.CORRECT,
     ) -> None:
         problem = decide.config_problem(cfg, key, owner)
         if problem is None and decide.reign_owner(owner, 1) is None:
@@ -174,6 +177,9 @@ class Campaign:
             problem = ("owner", f"owner must be 1..={decide.MAX_BASE_BYTES} bytes (it is sent as owner#reign)")
         if problem is not None:
             raise ValueError(f"invalid configuration: {problem[0]}: {problem[1]}")
+        # Quorum mode (protocol §9a) with several nodes: the rounds replace the single commands
+        # below, every rule of the loop stays as it is.
+        self.quorum: Optional[_quorum.Quorum] = _quorum.Quorum(nodes, cfg, control) if nodes > 1 else None
         self.cfg = cfg
         self.key = key
         self.base = owner
@@ -259,12 +265,17 @@ class Campaign:
             if quit_requested():
                 yield from self._release_stray(unconfirmed is not None)
                 return (True, None)
-            block = None if unconfirmed is not None else cfg.block_timeout_us
+            # Quorum mode never BLOCKs (Q2): no node knows when a majority frees up.
+            block = None if unconfirmed is not None or self.quorum is not None else cfg.block_timeout_us
             # Why before sending: the deadline must count from a point no later than the
-            # moment the server starts the TTL.
+            # moment the server starts the TTL (in quorum mode: before the round's first send).
             sent_at = now_us()
             until = sent_at + decide.op_limit_us(cfg, block)
-            raw = yield Command("acquire", _wire.acquire_cmd(self.key, self.owner, cfg.ttl_ms, block), until)
+            raw: Any
+            if self.quorum is not None:
+                raw = yield from self.quorum.acquire(self.key, self.owner, cfg.ttl_ms, until)
+            else:
+                raw = yield Command("acquire", _wire.acquire_cmd(self.key, self.owner, cfg.ttl_ms, block), until)
             if raw is QUIT:
                 # The abandoned ACQUIRE may still have been granted on the server.
                 yield from self._release_stray(True)
@@ -288,6 +299,10 @@ class Campaign:
                     res = a if isinstance(a, Failed) else decide.Granted(tok, a)
             now = now_us()
             self.observe("acquire", res)
+            if self.quorum is not None and self.quorum.take_retired_owner():
+                # Q4 + R17: that round released partial grants; its RELEASE may still execute
+                # late, so its owner is never sent again.
+                self._next_reign()
             action = decide.on_acquire(cfg, sent_at, now, res)
             if isinstance(action, decide.Lead):
                 attempt = 0
@@ -377,7 +392,11 @@ class Campaign:
                 break
             # The renewal is bounded by the stop point too: past it nothing it says matters.
             until = min(sent_at + decide.op_limit_us(cfg, None), stop)
-            raw = yield Command("ctl", _wire.renew_cmd(self.key, owner, token, cfg.ttl_ms), until)
+            raw: Any
+            if self.quorum is not None:
+                raw = yield from self.quorum.renew(self.key, owner, token, cfg.ttl_ms, until)
+            else:
+                raw = yield Command("ctl", _wire.renew_cmd(self.key, owner, token, cfg.ttl_ms), until)
             if raw is QUIT:
                 reason = "resigned"
                 break
@@ -445,7 +464,8 @@ class Campaign:
         # Why release only now, after the task stopped: the lease must stay ours until our task
         # has stopped, otherwise the next leader could start while we still work. Why not after
         # an overrun: the task still runs; letting the lease expire is all that is left.
-        elif decide.release_after(reason):
+        elif decide.release_after(reason) or (self.quorum is not None and self.quorum.holds_after_rejection()):
+            # Quorum mode after a lost renewal: the nodes that still said 1 (Q5).
             yield from self._release(token, owner)
         if reason == "task_exited":
             if end.error is not None:
@@ -458,7 +478,11 @@ class Campaign:
     def _release(self, token: int, owner: str) -> Generator[Op, Any, None]:
         """Best-effort RELEASE (bounded by op_timeout); if it fails the lease expires."""
         until = now_us() + self.cfg.op_timeout_us
-        raw = yield Command("ctl", _wire.release_cmd(self.key, owner, token), until, interruptible=False)
+        raw: Any
+        if self.quorum is not None:
+            raw = yield from self.quorum.release(self.key, owner, token)
+        else:
+            raw = yield Command("ctl", _wire.release_cmd(self.key, owner, token), until, interruptible=False)
         r = raw if isinstance(raw, Failed) else _wire.parse_flag("LEASE.RELEASE", raw)
         self.observe("release", r)
         if isinstance(r, Failed):
@@ -472,6 +496,11 @@ class Campaign:
         """After resigning as a follower: an abandoned ACQUIRE may have been granted after all
         (or we held an unconfirmed grant). Look, and release it if it is ours."""
         if not maybe_granted:
+            return
+        if self.quorum is not None:
+            mine = yield from self.quorum.get(self.key, self.owner)
+            if mine is not None:
+                yield from self._release(mine.token, self.owner)
             return
         until = now_us() + self.cfg.op_timeout_us
         raw = yield Command("ctl", _wire.get_cmd(self.key), until, interruptible=False)

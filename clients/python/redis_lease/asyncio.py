@@ -16,7 +16,7 @@ import redis.exceptions as rex
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from . import _connect, _core, _wire
+from . import _connect, _core, _quorum, _wire
 from .decide import Config, Failed, op_limit_us
 from .metrics import Metrics, NullMetrics
 
@@ -180,6 +180,8 @@ class _Run:
     async def execute(self, op: _core.Op) -> Any:
         if isinstance(op, _core.Command):
             return await self.el._command(op, self.quit)
+        if isinstance(op, _quorum.Round):
+            return await self.el._round(op)
         if isinstance(op, _core.Sleep):
             return await self.sleep(op.until_us)
         if isinstance(op, _core.StartTask):
@@ -196,6 +198,8 @@ class _Run:
             return _core.QUIT if op.interruptible else Failed("connection", "cancelled")
         if isinstance(op, _core.StopTask):
             return await self.stop(op.until_us)  # still wait for the task (until the deadline)
+        if isinstance(op, _quorum.Round):
+            return [_quorum.NO_REPLY] * len(op.cmds)  # its commands finish on their own
         return _core.QUIT if isinstance(op, _core.Sleep) else None
 
     async def sleep(self, until_us: int) -> Any:
@@ -233,11 +237,33 @@ class _Run:
         return _core.TaskEnd(True, None if t.exception() else t.result(), t.exception())
 
 
+class _QNode:
+    """One node of quorum mode: its source, its connection, and a lock held by the one
+    command in flight on it (a command the round stopped waiting for finishes on its own,
+    bounded by the round's limit, before the next one is sent)."""
+
+    def __init__(self, index: int, source: _Source) -> None:
+        self.index = index
+        self.source = source
+        self.conn: Any = None
+        self.lock = asyncio.Lock()
+
+    async def drop(self, refresh: bool) -> None:
+        c, self.conn = self.conn, None
+        if c is not None:
+            with contextlib.suppress(Exception):
+                await c.disconnect()
+        if refresh:
+            self.source.refresh()
+
+
 class Elector:
     """One candidate for one lease key, on asyncio. Same arguments and verbs as
     ``redis_lease.Elector``; ``redis`` is a URL, a ``redis.asyncio.Redis`` (also from
     ``redis.asyncio.sentinel.Sentinel.master_for``), a ``redis.asyncio.cluster.RedisCluster``,
-    or a factory returning one. The task is a coroutine function ``async def task(lease)``.
+    or a factory returning one; or a list of several URLs / ``redis.asyncio.Redis`` clients of
+    independent primaries (quorum mode, see ``redis_lease.Elector``). The task is a coroutine
+    function ``async def task(lease)``.
     """
 
     def __init__(
@@ -258,8 +284,21 @@ class Elector:
         self.key = key
         self.owner = owner if owner is not None else _core.default_owner()
         self.config = config
-        self._core = _core.Campaign(config, key, self.owner, (metrics or NullMetrics()).bind(key), on_change)
-        self._source = _Source(redis, key, max(config.op_timeout_us, 100_000) / 1e6)
+        targets: List[Any] = list(redis) if isinstance(redis, (list, tuple)) else [redis]
+        if not targets:
+            raise ValueError("no redis node given")
+        if len(targets) > 1:
+            _quorum.check_distinct(targets)  # Q6, before anything is sent
+        self._core = _core.Campaign(
+            config, key, self.owner, (metrics or NullMetrics()).bind(key), on_change, nodes=len(targets)
+        )
+        connect_timeout = max(config.op_timeout_us, 100_000) / 1e6
+        self._source = _Source(targets[0], key, connect_timeout)
+        self._qnodes: List[_QNode] = (
+            [_QNode(i, _Source(t, key, connect_timeout)) for i, t in enumerate(targets)] if len(targets) > 1 else []
+        )
+        # Quorum commands a round stopped waiting for (kept referenced until they finish).
+        self._stragglers: Set["asyncio.Future[Any]"] = set()
         self._conns: Dict[str, Any] = {}
         self._runs: List[_Run] = []
         self._running = False
@@ -320,7 +359,17 @@ class Elector:
             r.request_quit()
 
     async def observe(self) -> Optional[_wire.LeaseInfo]:
-        """The current leader as the server sees it (``LEASE.GET``; None = no live lease)."""
+        """The current leader as the server sees it (``LEASE.GET``; None = no live lease; in
+        quorum mode the lease a majority of the nodes report for one owner)."""
+        if self._qnodes:
+            seen: List[_wire.LeaseInfo] = []
+            for node in self._qnodes:
+                with contextlib.suppress(Exception):
+                    c = await node.source.client()
+                    got = _wire.parse_get(await c.execute_command("LEASE.GET", self.key))
+                    if isinstance(got, _wire.LeaseInfo):
+                        seen.append(got)
+            return _quorum.majority_view(seen, len(self._qnodes))
         c = await self._source.client()
         info = _wire.parse_get(await c.execute_command("LEASE.GET", self.key))
         if isinstance(info, Failed):
@@ -329,7 +378,10 @@ class Elector:
 
     async def fence(self, token: int, *command: Any) -> Any:
         """``await`` twin of ``redis_lease.Elector.fence``: ``LEASE.FENCE key token command...``
-        on the application's client; the inner reply, or :class:`redis_lease.Fenced`."""
+        on the application's client; the inner reply, or :class:`redis_lease.Fenced`. Not in
+        quorum mode (``ValueError``)."""
+        if self._qnodes:
+            raise ValueError("fence() is not available in quorum mode: fence at the resource with lease.token")
         c = await self._source.client()
         try:
             return await c.execute_command(*_wire.fence_cmd(self.key, token, command))
@@ -384,12 +436,96 @@ class Elector:
         """Close the elector's own connections, and the client it made from a URL."""
         await self._close_conns()
         await self._source.close()
+        for node in self._qnodes:
+            await node.source.close()
 
     async def _close_conns(self) -> None:
         for c in self._conns.values():
             with contextlib.suppress(Exception):
                 await c.disconnect()
         self._conns.clear()
+        for node in self._qnodes:
+            async with node.lock:
+                await node.drop(False)
+
+    async def _round(self, op: _quorum.Round) -> List[Any]:
+        """Quorum mode: ``op``'s commands in parallel, one asyncio task per node."""
+        replies: List[Any] = [_quorum.NO_REPLY] * len(op.cmds)
+
+        async def one(node: _QNode, args: _wire.Args) -> None:
+            replies[node.index] = await self._node_command(node, args, op.until_us)
+
+        pending: Set["asyncio.Future[Any]"] = {
+            asyncio.ensure_future(one(self._qnodes[i], a)) for i, a in enumerate(op.cmds) if a is not None
+        }
+        try:
+            while pending and not op.done(replies):
+                left = (op.until_us - _core.now_us()) / 1e6
+                if left <= 0:
+                    break
+                _, pending = await asyncio.wait(pending, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # The rest finish on their own (bounded by until_us): cancelling a command half
+            # sent would gain nothing, and their replies no longer matter.
+            for f in pending:
+                self._stragglers.add(f)
+                f.add_done_callback(self._stragglers.discard)
+        return list(replies)
+
+    async def _node_command(self, node: _QNode, args: _wire.Args, until_us: int) -> Any:
+        """One command on one node within ``until_us``: the raw reply, a Failed, or NO_REPLY."""
+        q = self._core.quorum
+        assert q is not None
+        got = asyncio.ensure_future(node.lock.acquire())
+        await asyncio.wait({got}, timeout=max(until_us - _core.now_us(), 0) / 1e6)
+        if not got.done():
+            got.cancel()
+            await asyncio.gather(got, return_exceptions=True)
+            # Why look again: the acquire may have completed while being cancelled.
+            if got.cancelled() or got.exception() is not None:
+                return _quorum.NO_REPLY  # the previous command on this node is still in flight
+        try:
+            blocked = q.ids.blocked(node.index)
+            if blocked is not None:
+                return blocked
+
+            async def exchange() -> Any:
+                if node.conn is None:
+                    conn = await node.source.open(q.step_us / 1e6)
+                    try:
+                        await conn.connect()
+                        # Q6/Q7: whose server is this? Checked before the connection is used.
+                        await conn.send_command(*_quorum.INFO_CMD)
+                        info = await conn.read_response()
+                    except BaseException:
+                        with contextlib.suppress(Exception):
+                            await conn.disconnect()
+                        raise
+                    refused = q.ids.on_connect(node.index, info)
+                    if refused is not None:
+                        with contextlib.suppress(Exception):
+                            await conn.disconnect()
+                        return refused
+                    node.conn = conn
+                await node.conn.send_command(*args)
+                return await node.conn.read_response()
+
+            try:
+                return await asyncio.wait_for(exchange(), max(until_us - _core.now_us(), 0) / 1e6)
+            except asyncio.TimeoutError:
+                # A reply may be in flight: this connection is never reused.
+                await node.drop(True)
+                return _quorum.NO_REPLY
+            except rex.ResponseError as e:
+                f = _wire.failure(e)
+                if node.conn is None or f.code in _wire.RESOLVE_AGAIN:
+                    await node.drop(True)
+                return f
+            except Exception as e:  # connection, protocol: the connection is not trusted
+                await node.drop(True)
+                return _wire.failure(e)
+        finally:
+            node.lock.release()
 
     # -- I/O ---------------------------------------------------------------------------------
 

@@ -90,6 +90,9 @@ class Config:
     wait_timeout_us: int = 0
     backoff_min_us: int = 50_000
     backoff_max_us: int = 5_000_000
+    # Quorum mode (protocol Q7): how long a node whose server identity changed counts toward
+    # nothing; at least the TTL. Default 30 s, the module's default ``lease.max-ttl``.
+    node_quarantine_us: int = 30_000_000
 
     @classmethod
     def from_ttl_ms(cls, ttl_ms: int) -> "Config":
@@ -128,6 +131,7 @@ class Config:
         wait_timeout: Optional[float] = None,
         backoff_min: Optional[float] = None,
         backoff_max: Optional[float] = None,
+        node_quarantine: Optional[float] = None,
         **fields: Any,
     ) -> "Config":
         """A copy with some settings changed, durations in **seconds** like the elector's
@@ -139,6 +143,7 @@ class Config:
             "margin": margin, "stop_budget": stop_budget, "renew_interval": renew_interval,
             "op_timeout": op_timeout, "block_timeout": block_timeout,
             "wait_timeout": wait_timeout, "backoff_min": backoff_min, "backoff_max": backoff_max,
+            "node_quarantine": node_quarantine,
         }
         changes: Dict[str, Any] = dict(fields)
 
@@ -195,6 +200,10 @@ class Config:
     @property
     def backoff_max(self) -> float:
         return self.backoff_max_us / 1e6
+
+    @property
+    def node_quarantine(self) -> float:
+        return self.node_quarantine_us / 1e6
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from . import _connect, _core, _wire
+from . import _connect, _core, _quorum, _wire
 from .decide import Config, Failed
 from .metrics import Metrics, NullMetrics
 
@@ -182,6 +182,8 @@ class _Run:
     def execute(self, op: _core.Op) -> Any:
         if isinstance(op, _core.Command):
             return self.el._command(op, self.quit)
+        if isinstance(op, _quorum.Round):
+            return self.el._round(op)
         if isinstance(op, _core.Sleep):
             return self.sleep(op.until_us)
         if isinstance(op, _core.StartTask):
@@ -197,6 +199,8 @@ class _Run:
             return _core.QUIT if op.interruptible else Failed("connection", "interrupted")
         if isinstance(op, _core.StopTask):
             return self.stop(op.until_us)  # still wait for the task (bounded by the deadline)
+        if isinstance(op, _quorum.Round):
+            return [_quorum.NO_REPLY] * len(op.cmds)  # its commands finish on their own
         return _core.QUIT if isinstance(op, _core.Sleep) else None
 
     def sleep(self, until_us: int) -> Any:
@@ -255,12 +259,35 @@ class _Run:
         return _core.TaskEnd(True, box.value, box.error)
 
 
+class _QNode:
+    """One node of quorum mode: its source, its connection, and a lock held by the one
+    command in flight on it (a command the round stopped waiting for finishes on its own,
+    bounded by the round's limit, before the next one is sent)."""
+
+    def __init__(self, index: int, source: _Source) -> None:
+        self.index = index
+        self.source = source
+        self.conn: Any = None
+        self.lock = threading.Lock()
+
+    def drop(self, refresh: bool) -> None:
+        c, self.conn = self.conn, None
+        if c is not None:
+            with contextlib.suppress(Exception):
+                c.disconnect()
+        if refresh:
+            self.source.refresh()
+
+
 class Elector:
     """One candidate for one lease key (threads; the asyncio twin is
     ``redis_lease.asyncio.Elector``).
 
     ``redis``: a URL, a ``redis.Redis`` (also from ``Sentinel.master_for``), a
-    ``redis.cluster.RedisCluster``, or a factory returning one (see ``redis_lease._connect``).
+    ``redis.cluster.RedisCluster``, or a factory returning one (see ``redis_lease._connect``);
+    or a list of several URLs / ``redis.Redis`` clients of independent primaries: quorum mode
+    (protocol §9a, docs/quorum.md), the lease on a majority of them. A list that names one
+    server twice (any spelling; db numbers ignored) raises ``ValueError``.
     ``ttl``: lease TTL in seconds (every other setting is derived from it), or pass a full
     ``config``. ``owner``: the owner base, unique per process incarnation (default
     ``host-pid-random``), 1..=239 bytes; each reign is sent as ``owner#n`` (n = 1, 2, ... one
@@ -290,10 +317,19 @@ class Elector:
         self.key = key
         self.owner = owner if owner is not None else _core.default_owner()
         self.config = config
+        targets: List[Any] = list(redis) if isinstance(redis, (list, tuple)) else [redis]
+        if not targets:
+            raise ValueError("no redis node given")
+        if len(targets) > 1:
+            _quorum.check_distinct(targets)  # Q6, before anything is sent
         self._core = _core.Campaign(
-            config, key, self.owner, (metrics or NullMetrics()).bind(key), on_change
+            config, key, self.owner, (metrics or NullMetrics()).bind(key), on_change, nodes=len(targets)
         )
-        self._source = _Source(redis, key, max(config.op_timeout_us, 100_000) / 1e6)
+        connect_timeout = max(config.op_timeout_us, 100_000) / 1e6
+        self._source = _Source(targets[0], key, connect_timeout)
+        self._qnodes: List[_QNode] = (
+            [_QNode(i, _Source(t, key, connect_timeout)) for i, t in enumerate(targets)] if len(targets) > 1 else []
+        )
         self._conns: Dict[str, Any] = {}
         self._runs: List[_Run] = []
         self._lock = threading.Lock()
@@ -360,6 +396,8 @@ class Elector:
     def observe(self) -> Optional[_wire.LeaseInfo]:
         """The current leader as the server sees it (``LEASE.GET``; None = no live lease).
         Uses the given client (its own pool), not the elector's connections."""
+        if self._qnodes:
+            return self._observe_quorum()
         v = self._source.client().execute_command("LEASE.GET", self.key)
         info = _wire.parse_get(v)
         if isinstance(info, Failed):
@@ -373,7 +411,11 @@ class Elector:
         the live token of this elector's key, atomically with the check. Returns the inner
         command's raw reply; raises :class:`redis_lease.Fenced` if the token is stale (nothing
         was run). Without a command it only checks (replies the remaining ms). Under Cluster
-        the command's keys must hash to the lease key's slot (e.g. a ``{tag}``)."""
+        the command's keys must hash to the lease key's slot (e.g. a ``{tag}``). Not in quorum
+        mode (``ValueError``): no single node's check speaks for the majority; fence at the
+        resource with the token instead."""
+        if self._qnodes:
+            raise ValueError("fence() is not available in quorum mode: fence at the resource with lease.token")
         try:
             return self._source.client().execute_command(*_wire.fence_cmd(self.key, token, command))
         except redis.exceptions.ResponseError as e:
@@ -437,6 +479,100 @@ class Elector:
             with contextlib.suppress(Exception):
                 c.disconnect()
         self._conns.clear()
+        for node in self._qnodes:
+            with node.lock:
+                node.drop(False)
+
+    def _observe_quorum(self) -> Optional[_wire.LeaseInfo]:
+        """Quorum mode: the lease a majority of the nodes report for one owner (the smallest
+        remaining TTL of those), else None. Through each node's given client."""
+        seen: List[_wire.LeaseInfo] = []
+        for node in self._qnodes:
+            with contextlib.suppress(Exception):
+                info = _wire.parse_get(node.source.client().execute_command("LEASE.GET", self.key))
+                if isinstance(info, _wire.LeaseInfo):
+                    seen.append(info)
+        return _quorum.majority_view(seen, len(self._qnodes))
+
+    def _round(self, op: _quorum.Round) -> List[Any]:
+        """Quorum mode: ``op``'s commands in parallel, one thread per node."""
+        replies: List[Any] = [_quorum.NO_REPLY] * len(op.cmds)
+        cv = threading.Condition()
+        pending = [0]
+
+        def work(node: _QNode, args: _wire.Args) -> None:
+            r = self._node_command(node, args, op.until_us)
+            with cv:
+                replies[node.index] = r
+                pending[0] -= 1
+                cv.notify_all()
+
+        for i, args in enumerate(op.cmds):
+            if args is None:
+                continue
+            pending[0] += 1
+            threading.Thread(
+                target=work, args=(self._qnodes[i], args), name=f"redis-lease-node{i + 1}[{self.key}]", daemon=True
+            ).start()
+        with cv:
+            while pending[0] > 0 and not op.done(replies):
+                left = op.until_us - _core.now_us()
+                if left <= 0:
+                    break
+                cv.wait(min(left / 1e6, _POLL))
+            return list(replies)
+
+    def _node_command(self, node: _QNode, args: _wire.Args, until_us: int) -> Any:
+        """One command on one node within ``until_us``: the raw reply, a Failed, or NO_REPLY."""
+        q = self._core.quorum
+        assert q is not None
+        if not node.lock.acquire(timeout=max(until_us - _core.now_us(), 0) / 1e6):
+            return _quorum.NO_REPLY  # the previous command on this node is still in flight
+        try:
+            blocked = q.ids.blocked(node.index)
+            if blocked is not None:
+                return blocked
+            try:
+                if node.conn is None:
+                    conn = node.source.open(q.step_us / 1e6)
+                    try:
+                        conn.connect()
+                        # Q6/Q7: whose server is this? Checked before the connection is used.
+                        conn.send_command(*_quorum.INFO_CMD)
+                        left = until_us - _core.now_us()
+                        info = conn.read_response() if left > 0 and conn.can_read(timeout=left / 1e6) else None
+                    except BaseException:
+                        with contextlib.suppress(Exception):
+                            conn.disconnect()
+                        raise
+                    if info is None:
+                        with contextlib.suppress(Exception):
+                            conn.disconnect()
+                        return _quorum.NO_REPLY
+                    refused = q.ids.on_connect(node.index, info)
+                    if refused is not None:
+                        with contextlib.suppress(Exception):
+                            conn.disconnect()
+                        return refused
+                    node.conn = conn
+                conn = node.conn
+                conn.send_command(*args)
+                left = until_us - _core.now_us()
+                if left <= 0 or not conn.can_read(timeout=left / 1e6):
+                    # A reply may be in flight: this connection is never reused.
+                    node.drop(True)
+                    return _quorum.NO_REPLY
+                return conn.read_response()
+            except redis.exceptions.ResponseError as e:
+                f = _wire.failure(e)
+                if node.conn is None or f.code in _wire.RESOLVE_AGAIN:
+                    node.drop(True)
+                return f
+            except Exception as e:  # connection, timeout, protocol: the connection is not trusted
+                node.drop(True)
+                return _wire.failure(e)
+        finally:
+            node.lock.release()
 
     # -- I/O --------------------------------------------------------------------------------------
 

@@ -144,7 +144,8 @@ class Work:
 def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="conformance_elector.py")
     p.add_argument("--id", required=True)
-    p.add_argument("--redis", required=True)
+    # Once per node: several = quorum mode (docs/conformance.md, "Quorum topologies").
+    p.add_argument("--redis", required=True, action="append")
     p.add_argument("--resource", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--ttl-ms", type=int, default=1000)
@@ -170,7 +171,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     # Reconnect backoff capped at one TTL (library default 5 s): the harness measures
     # "Redis back -> next grant", which the cap bounds.
     cfg = cfg.replace(backoff_max_us=max(a.ttl_ms * 1000, cfg.backoff_min_us))
-    elector = Elector(a.redis, a.key, config=cfg, owner=owner)
+    # Quorum campaigns (as the built-in elector): every elector uses this one TTL, so the
+    # longest lease a restarted or wiped node can have lost is one TTL; that is the quarantine
+    # of a node whose identity changed (protocol Q7, docs/quorum.md §4.1).
+    cfg = cfg.replace(node_quarantine_us=a.ttl_ms * 1000)
+    elector = Elector(a.redis if len(a.redis) > 1 else a.redis[0], a.key, config=cfg, owner=owner)
     if a.mode == "reuse-owner":
         elector._core._reuse_owner = True  # private hook: the behaviour R17 forbids
     work = Work(a.id, a.resource, rec, a.ttl_ms / 1000.0, a.mode == "ignore-deadline")

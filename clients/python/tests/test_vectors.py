@@ -75,7 +75,8 @@ def need(cfg: Optional[Config]) -> Config:
 
 
 def config_json(c: Config) -> Json:
-    return {f: getattr(c, f) for f in Config.__dataclass_fields__}
+    # node_quarantine_us is quorum mode's (protocol Q7), not in the single-node vectors.
+    return {f: getattr(c, f) for f in Config.__dataclass_fields__ if f != "node_quarantine_us"}
 
 
 def run_config_defaults(cfg: Optional[Config], i: Json) -> Json:

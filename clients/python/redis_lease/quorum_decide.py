@@ -1,0 +1,210 @@
+"""Quorum mode's decisions (protocol §9a, docs/quorum.md) as plain functions of the replies of
+one round: no I/O, no clock. A port of ``client/src/quorum_decide.rs``.
+
+``redis_lease._quorum`` sends the commands and executes what these return; the single-node
+rules (deadline from the instant before the first send, stop point, backoff) stay those of
+``redis_lease.decide``, because the quorum transport sits *under* the same election loop.
+
+A node's reply in a round (:data:`NodeReply`) is ``None`` (no reply before the round's limit),
+a :class:`~redis_lease.decide.Failed`, or the parsed value (ACQUIRE: the token or ``None``
+for nil; RAISE/RENEW/RELEASE: ``True`` for 1, ``False`` for 0).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple, TypeVar, Union
+
+from .decide import ErrorKinds, Failed
+
+T = TypeVar("T")
+# None = no reply in time; a Failed = an error reply or a broken connection; else the value.
+NodeReply = Union[None, Failed, T]
+
+
+def majority(n: int) -> int:
+    """Q1: the smallest number of nodes that is more than half of ``n``. Any two sets of this
+    size share a node, which is what both safety arguments rest on (docs/quorum.md §3)."""
+    return n // 2 + 1
+
+
+class QuorumControl(enum.Enum):
+    """Deliberately broken variants for negative controls; never use outside a test."""
+
+    CORRECT = "correct"
+    # Skip the raise: act on the token of any one granting node (breaks "one token per reign").
+    NO_UNIFY = "no-unify"
+    # Lead on a single grant (breaks "any two majorities intersect").
+    MINORITY = "minority"
+
+    def need(self, n: int) -> int:
+        """Grants (and raise confirmations) a round needs on ``n`` nodes."""
+        return 1 if self is QuorumControl.MINORITY else majority(n)
+
+
+# -- node identity (Q6, Q7) -----------------------------------------------------------------
+
+
+class IdentityKind(enum.Enum):
+    FIRST = "first"  # the first identity seen at this node: remember it
+    SAME = "same"  # the same server as before (a reconnect)
+    # Another server answers at this node's address now (a restart, or a VIP / DNS name /
+    # proxy moved to a spare): it has none of the old one's leases, and if it has been up
+    # longer than its grace it grants at once. It counts toward nothing for a quarantine.
+    CHANGED = "changed"
+    # The same server as node ``of`` (one URL twice under another spelling, a unix socket and
+    # a TCP port of one server, db 0 and db 1): one server must never count twice.
+    DUPLICATE = "duplicate"
+
+
+@dataclass(frozen=True)
+class IdentityCheck:
+    kind: IdentityKind
+    of: Optional[int] = None  # DUPLICATE: the node whose server this is
+
+
+def check_identity(me: int, seen: str, known: Sequence[Optional[str]]) -> IdentityCheck:
+    """Node ``me``'s new connection reports server identity ``seen`` (``run_id``);
+    ``known[i]`` is the identity last seen at node ``i``. A duplicate wins over a change: a
+    swapped node that lands on another node's server must not count at all."""
+    for i, k in enumerate(known):
+        if i != me and k == seen:
+            return IdentityCheck(IdentityKind.DUPLICATE, i)
+    mine = known[me] if me < len(known) else None
+    if mine is None:
+        return IdentityCheck(IdentityKind.FIRST)
+    if mine == seen:
+        return IdentityCheck(IdentityKind.SAME)
+    return IdentityCheck(IdentityKind.CHANGED)
+
+
+def quarantine_us(ttl_us: int, configured_us: int) -> int:
+    """Q7: how long a node whose identity changed counts toward nothing: at least the longest
+    TTL any elector may have used on it (``configured``, default the module's default
+    ``lease.max-ttl``), and never less than this elector's own TTL."""
+    return max(ttl_us, configured_us)
+
+
+def run_id_of(info: str) -> Optional[str]:
+    """``run_id`` from an ``INFO server`` reply (None if absent or empty)."""
+    for line in info.splitlines():
+        if line.startswith("run_id:"):
+            v = line[len("run_id:"):].strip()
+            return v or None
+    return None
+
+
+# -- the campaign round (Q2-Q4) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Raise:
+    """Enough grants: raise the lease on ``nodes`` to ``target`` (the highest token granted),
+    then lead on ``target`` if enough confirm."""
+
+    target: int
+    nodes: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ActUnified:
+    """Negative control NO_UNIFY: lead at once on ``token``, each node keeping its own."""
+
+    token: int
+    per_node: Tuple[Optional[int], ...]
+
+
+@dataclass(frozen=True)
+class NotGranted:
+    """Held elsewhere or a split vote: a nil reply to the loop, which polls again soon."""
+
+
+@dataclass(frozen=True)
+class Abort:
+    """Not enough grants: release the partial grants ``release`` (node, token), then report
+    ``outcome`` to the election loop (:class:`NotGranted` or a :class:`Failed`)."""
+
+    release: Tuple[Tuple[int, int], ...]
+    outcome: Union[NotGranted, Failed]
+
+
+AfterAcquire = Union[Raise, ActUnified, Abort]
+
+
+class _Refused:
+    """ACQUIRE's nil reply inside a round (``None`` there means "no reply in time")."""
+
+    def __repr__(self) -> str:
+        return "REFUSED"
+
+
+REFUSED = _Refused()
+
+
+
+AcquireReply = Union[None, Failed, int, _Refused]
+
+
+def after_acquire(
+    control: QuorumControl, replies: Sequence[Union[None, Failed, int, _Refused]], pick: int
+) -> AfterAcquire:
+    """Step 1. ``replies[i]`` is node i's ``LEASE.ACQUIRE`` reply: an int = granted that token,
+    :data:`REFUSED` = nil (held by someone else), a ``Failed``, or ``None`` = no reply in time.
+
+    Why the maximum: every node of the previous reign's raise-majority has that reign's token
+    as its watermark, any majority contains one of them, and that node only grants above it;
+    the maximum over our majority is therefore above every earlier reign's token. ``pick``
+    only matters for the NO_UNIFY control (which grant it acts on, modulo the count)."""
+    n = len(replies)
+    need = control.need(n)
+    granted = [(i, r) for i, r in enumerate(replies) if isinstance(r, int) and not isinstance(r, bool)]
+    if n > 0 and len(granted) >= need:
+        if control is QuorumControl.NO_UNIFY:
+            per: List[Optional[int]] = [None] * n
+            for i, t in granted:
+                per[i] = t
+            return ActUnified(granted[pick % len(granted)][1], tuple(per))
+        return Raise(max(t for _, t in granted), tuple(i for i, _ in granted))
+    refused = sum(1 for r in replies if r is REFUSED)
+    failed = [r for r in replies if isinstance(r, Failed)]
+    silent = sum(1 for r in replies if r is None)
+    # Why an error only when refusals alone cannot explain it: if enough nodes answered "held
+    # by someone else", polling again soon is right; if a majority was out of reach because of
+    # errors and silence, backing off is (and GRACE tells the loop how long).
+    outcome: Union[NotGranted, Failed]
+    if refused + need > n or len(failed) + silent <= n - need:
+        outcome = NotGranted()
+    else:
+        grace = next((f for f in failed if f.kind == ErrorKinds.GRACE), None)
+        outcome = grace or (failed[0] if failed else Failed(ErrorKinds.TIMEOUT, "quorum: no reply in time"))
+    return Abort(tuple(granted), outcome)
+
+
+def raise_confirmed(control: QuorumControl, replies: Sequence[NodeReply[bool]], n: int) -> bool:
+    """Step 2: did enough nodes confirm the raise (reply 1) to lead on the target token?
+    Why the raise must reach a majority before we act: the next reign's token is above ours
+    only because its majority meets a node that *knows* ours (docs/quorum.md §3, step T3)."""
+    return sum(1 for r in replies if r is True) >= control.need(n)
+
+
+class AfterRenew(enum.Enum):
+    # A majority extended the lease: the new local deadline counts from this round's send.
+    RENEWED = "renewed"
+    # So many nodes said "not held" (0) that a majority can no longer confirm: step down now.
+    LOST = "lost"
+    # Neither yet (errors, silence): keep the old deadline, retry until the stop point.
+    UNKNOWN = "unknown"
+
+
+def after_renew(control: QuorumControl, replies: Sequence[NodeReply[bool]]) -> AfterRenew:
+    """Q5: M replies of 1 renew; more than ``N - M`` replies of 0 lose; else unknown."""
+    n = len(replies)
+    need = control.need(n)
+    ones = sum(1 for r in replies if r is True)
+    zeros = sum(1 for r in replies if r is False)
+    if n > 0 and ones >= need:
+        return AfterRenew.RENEWED
+    if zeros > n - need:
+        return AfterRenew.LOST
+    return AfterRenew.UNKNOWN
