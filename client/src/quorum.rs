@@ -253,7 +253,7 @@ impl QuorumTransport {
                 connect_timeout: decide::connect_timeout(cfg),
                 identities: identities.clone(),
                 quarantined_until: std::sync::Mutex::new(None),
-                quarantine: qd::quarantine(cfg.ttl, cfg.node_quarantine),
+                quarantine: qd::quarantine(cfg.ttl, cfg.node_quarantine, cfg.drift),
             }));
         }
         Ok(QuorumTransport {

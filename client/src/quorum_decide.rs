@@ -81,14 +81,22 @@ pub fn check_identity(me: usize, seen: &str, known: &[Option<String>]) -> Identi
     }
 }
 
-/// How long a node whose identity changed counts toward nothing: at least the longest TTL any
-/// elector may have used on it (`configured`, default the module's default `lease.max-ttl`),
-/// and never less than this elector's own TTL.
+/// How long a node whose identity changed counts toward nothing, on this elector's clock: at
+/// least the longest TTL any elector may have used on it (`configured`, default the module's
+/// default `lease.max-ttl`; never less than this elector's own TTL) of the *server's* clock,
+/// so stretched by the drift bound: a server duration `d` lasts at most `d / (1 - drift)` on
+/// an elector clock within it (the quorum model check uses the same bound).
 pub fn quarantine(
     ttl: std::time::Duration,
     configured: std::time::Duration,
+    drift: f64,
 ) -> std::time::Duration {
-    ttl.max(configured)
+    let d = ttl.max(configured);
+    if drift > 0.0 && drift < 1.0 {
+        d.div_f64(1.0 - drift)
+    } else {
+        d
+    }
 }
 
 /// One node's reply in a round; `None` = no reply before the round's limit.
@@ -448,7 +456,13 @@ mod identity_tests {
     fn quarantine_is_at_least_the_ttl() {
         use std::time::Duration;
         let s = Duration::from_secs;
-        assert_eq!(quarantine(s(1), s(30)), s(30));
-        assert_eq!(quarantine(s(45), s(30)), s(45));
+        assert_eq!(quarantine(s(1), s(30), 0.0), s(30));
+        assert_eq!(quarantine(s(45), s(30), 0.0), s(45));
+        // 30 s of the server's clock last up to 30 / 0.99 s on ours.
+        assert_eq!(
+            quarantine(s(1), s(30), 0.01).as_millis(),
+            30_303,
+            "stretched by the drift bound"
+        );
     }
 }

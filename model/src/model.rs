@@ -623,20 +623,23 @@ impl ElectorState {
 }
 
 /// R17: the owner sent on the wire in reign `reign` is `base#reign`
-/// (conformance/vectors/reign_owner.json).
-// TODO(late23): once `redis_lease_client::decide::reign_owner` is on main, call it here
-// (and `decide::next_reign` in `next_reign` below) so that the model runs the client's own
-// rule, as it runs `on_acquire`; this local copy follows the vectors' rule for the model's
-// short bases and small counters.
+/// (conformance/vectors/reign_owner.json), by the client's own function, as the model runs
+/// `on_acquire`.
 fn reign_owner(base: &str, reign: u64) -> Vec<u8> {
-    format!("{base}#{reign}").into_bytes()
+    redis_lease_client::decide::reign_owner(base, reign)
+        .expect("the model's bases are short and its counters small")
+        .into_bytes()
 }
 
-/// R17: the reign counter after a step-down (conformance/vectors/next_reign.json; the
-/// model only calls it at a step-down: every other event keeps the counter).
-// TODO(late23): `redis_lease_client::decide::next_reign`.
+/// R17: the reign counter after a step-down (conformance/vectors/next_reign.json; the model
+/// only calls it at a step-down: every other event keeps the counter), by the client's own
+/// function.
 fn next_reign(reign: u8) -> u8 {
-    reign + 1
+    let next = redis_lease_client::decide::next_reign(
+        u64::from(reign),
+        redis_lease_client::decide::ReignEvent::SteppedDown,
+    );
+    u8::try_from(next).expect("the model's horizons keep the counter small")
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -327,10 +327,12 @@ pub enum QAction {
     DeliverLate(usize, usize),
 }
 
-/// Elector i's owner in reign `reign` (R17's `base#reign`, base `e{i}`).
-// TODO(late23): `redis_lease_client::decide::reign_owner`, as in model.rs.
+/// Elector i's owner in reign `reign` (R17's `base#reign`, base `e{i}`), by the client's
+/// own function.
 fn owner(i: usize, reign: u8) -> Vec<u8> {
-    format!("e{i}#{reign}").into_bytes()
+    redis_lease_client::decide::reign_owner(&format!("e{i}"), u64::from(reign))
+        .expect("the model's bases are short and its counters small")
+        .into_bytes()
 }
 
 impl QuorumModel {
@@ -365,9 +367,7 @@ impl QuorumModel {
     /// lease the previous server held for someone else ends within that), and a server
     /// duration `d` lasts at most `d / (1 - drift)` on an elector clock within the drift
     /// bound. (The model's max TTL is the TTL every elector asks for.)
-    // TODO(issue 32): client/src/quorum.rs must implement this rule (remember each node's
-    // identity, quarantine a changed one); the model then calls its decision function
-    // instead of this local copy.
+    // The same bound as the client's `quorum_decide::quarantine`, with the model's max TTL.
     fn quarantine(&self) -> u64 {
         Duration::from_millis(TTL_MS)
             .div_f64(1.0 - self.cfg.drift)
@@ -566,7 +566,11 @@ impl QuorumModel {
         if self.setup.control == QControl::OwnerReuse {
             reign
         } else {
-            reign + 1 // TODO(late23): `decide::next_reign`
+            let next = redis_lease_client::decide::next_reign(
+                u64::from(reign),
+                redis_lease_client::decide::ReignEvent::SteppedDown,
+            );
+            u8::try_from(next).expect("the model's horizons keep the counter small")
         }
     }
 
