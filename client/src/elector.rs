@@ -118,6 +118,20 @@ impl LeaderContext {
     pub fn keep_lease_flag(&self) -> Arc<AtomicBool> {
         self.keep.clone()
     }
+    /// `LEASE.FENCE key token command...` with this reign's key and token on the
+    /// application's connection (see [`crate::fence`]): the command's reply, or
+    /// `ErrorKind::Fenced` and nothing written when the token is no longer the live one.
+    pub async fn fence<C, A>(
+        &self,
+        conn: &mut C,
+        command: &[A],
+    ) -> Result<redis::Value, crate::CommandError>
+    where
+        C: redis::aio::ConnectionLike + Send,
+        A: redis::ToRedisArgs,
+    {
+        crate::fence::fence(conn, &self.key, self.token, command).await
+    }
     /// "Check the deadline after every step": true only if not cancelled and the stop point
     /// (`deadline - stop_budget`) is still ahead on the local monotonic clock.
     pub fn is_leader(&self) -> bool {

@@ -578,3 +578,48 @@ async fn elector_waits_through_grace() {
         n.join.await.unwrap();
     }
 }
+
+/// The fencing helper (issue 27 item 3): a reign's `ctx.fence` writes through `LEASE.FENCE`
+/// with its token; once another reign holds the lease the same call is refused with
+/// `ErrorKind::Fenced` and the write is not applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fence_writes_with_the_live_token_and_refuses_a_stale_one() {
+    let s = RedisServer::start(ServerOptions::default().module_args(&["lease.grace-ms", "0"]));
+    let client = redis::Client::open(s.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let mut e = Elector::new(
+        ElectorConfig::new(s.url(), "fence-k", Duration::from_millis(800)).with_owner("f"),
+    )
+    .unwrap();
+    let stale = e
+        .run(|ctx| {
+            let mut conn = conn.clone();
+            async move {
+                let v = ctx
+                    .fence(&mut conn, &["SET", "fence:report", "v1"])
+                    .await
+                    .expect("live token writes");
+                assert_eq!(v, redis::Value::Okay);
+                ctx.token()
+            }
+        })
+        .await
+        .unwrap();
+    let RunOutcome::TaskFinished(stale) = stale else {
+        panic!("{stale:?}")
+    };
+    // The reign ended (released); a newer one holds the lease now.
+    let mut c = s.connection();
+    let _: u64 = redis::cmd("LEASE.ACQUIRE")
+        .arg("fence-k")
+        .arg("other")
+        .arg(5000)
+        .query(&mut c)
+        .unwrap();
+    let e2 = redis_lease_client::fence(&mut conn, "fence-k", stale, &["SET", "fence:report", "v2"])
+        .await
+        .expect_err("stale token refused");
+    assert_eq!(e2.kind, ErrorKind::Fenced, "{e2}");
+    let v: String = redis::cmd("GET").arg("fence:report").query(&mut c).unwrap();
+    assert_eq!(v, "v1", "the stale write was not applied");
+}
