@@ -245,6 +245,47 @@ pub fn wire_ms(d: Duration) -> u64 {
     (d.as_millis().min(u64::MAX as u128) as u64).max(1)
 }
 
+/// Why a grant does not count yet (the `why` of `on_acquire.json`'s `unconfirmed`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unconfirmed {
+    /// The reply came after its own stop point (R7).
+    LateReply,
+    /// Fewer replicas acknowledged it than `min_replicas` (R11).
+    ReplicasNotAcked,
+}
+
+impl Unconfirmed {
+    /// The name the vectors, logs and metrics use.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unconfirmed::LateReply => "late_reply",
+            Unconfirmed::ReplicasNotAcked => "replicas_not_acked",
+        }
+    }
+}
+
+/// Why a renewal did not count (the `why` of `on_renew.json`'s `retry`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryWhy {
+    /// No reply within the op limit (R5).
+    Timeout,
+    /// Any other failure.
+    Error,
+    /// Fewer replicas acknowledged it than `min_replicas` (R11).
+    ReplicasNotAcked,
+}
+
+impl RetryWhy {
+    /// The name the vectors, logs and metrics use.
+    pub fn label(self) -> &'static str {
+        match self {
+            RetryWhy::Timeout => "timeout",
+            RetryWhy::Error => "error",
+            RetryWhy::ReplicasNotAcked => "replicas_not_acked",
+        }
+    }
+}
+
 /// What a follower does after an `LEASE.ACQUIRE` reply.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AcquireDecision {
@@ -260,7 +301,7 @@ pub enum AcquireDecision {
     Unconfirmed {
         token: u64,
         retry_in: Duration,
-        why: &'static str,
+        why: Unconfirmed,
     },
     /// Not granted (BLOCK timed out): ask again right away.
     NotGranted,
@@ -292,7 +333,7 @@ pub fn on_acquire(
                     // Why not faster: each retry refreshes our (unused) grant on the primary;
                     // replicas catching up take time, there is no point in hammering.
                     retry_in: retry_interval(cfg),
-                    why: "replicas_not_acked",
+                    why: Unconfirmed::ReplicasNotAcked,
                 };
             }
             let deadline = local_deadline(cfg, sent_at);
@@ -302,7 +343,7 @@ pub fn on_acquire(
                 return AcquireDecision::Unconfirmed {
                     token,
                     retry_in: Duration::ZERO,
-                    why: "late_reply",
+                    why: Unconfirmed::LateReply,
                 };
             }
             AcquireDecision::Lead {
@@ -329,7 +370,7 @@ pub enum RenewDecision {
     /// Stop leading now.
     StepDown(StepDownReason),
     /// The renewal did not count; keep the *old* deadline and try again at `at`.
-    Retry { at: Instant, why: &'static str },
+    Retry { at: Instant, why: RetryWhy },
 }
 
 /// How soon a failed renewal is retried (bounded below so a dead server is not hammered).
@@ -368,7 +409,7 @@ pub fn on_renew(
             // Why: an unacknowledged renewal may be lost in a failover; the new primary then
             // expires the lease at the *old* expiry, so only the old deadline is backed.
             if cfg.min_replicas > 0 && acked.unwrap_or(0) < cfg.min_replicas {
-                return retry("replicas_not_acked");
+                return retry(RetryWhy::ReplicasNotAcked);
             }
             let new_deadline = local_deadline(cfg, sent_at).max(deadline);
             if now >= stop_at(cfg, new_deadline) {
@@ -379,8 +420,8 @@ pub fn on_renew(
                 next_renew: sent_at + cfg.renew_interval,
             }
         }
-        Err(e) if matches!(e.kind, ErrorKind::Timeout) => retry("timeout"),
-        Err(_) => retry("error"),
+        Err(e) if matches!(e.kind, ErrorKind::Timeout) => retry(RetryWhy::Timeout),
+        Err(_) => retry(RetryWhy::Error),
     }
 }
 

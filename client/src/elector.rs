@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use crate::config::ElectorConfig;
-use crate::decide::{self, AcquireDecision, RenewDecision, StepDownReason};
+use crate::decide::{self, AcquireDecision, RenewDecision, RetryWhy, StepDownReason, Unconfirmed};
 use crate::error::{CommandError, LeaseError};
 use crate::metrics::Metrics;
 use crate::transport::{RedisTransport, Transport};
@@ -354,7 +354,7 @@ impl<T: Transport> Elector<T> {
                     unconfirmed = Some(token);
                     // `late`: the reply came after the stop point (typically a BLOCK that waited
                     // longer than the stop window); `unconfirmed`: replicas did not ack.
-                    self.metrics.acquire(if why == "late_reply" {
+                    self.metrics.acquire(if why == Unconfirmed::LateReply {
                         "late"
                     } else {
                         "unconfirmed"
@@ -362,11 +362,11 @@ impl<T: Transport> Elector<T> {
                     // Why two levels: a late reply after a long BLOCK is the normal path of a
                     // hand-over (protocol R7: one extra non-blocking round trip, counted as
                     // result="late"); replicas not acknowledging a grant is worth a warning.
-                    if why == "late_reply" {
-                        debug!(key = %self.cfg.key, owner = %self.wire_owner, token, reason = why,
+                    if why == Unconfirmed::LateReply {
+                        debug!(key = %self.cfg.key, owner = %self.wire_owner, token, reason = why.label(),
                             "grant arrived after its stop point; re-asking without BLOCK");
                     } else {
-                        warn!(key = %self.cfg.key, owner = %self.wire_owner, token, reason = why,
+                        warn!(key = %self.cfg.key, owner = %self.wire_owner, token, reason = why.label(),
                             "grant not confirmed; not leading on it");
                     }
                     self.pause(retry_in).await;
@@ -544,14 +544,14 @@ impl<T: Transport> Elector<T> {
                 }
                 RenewDecision::Retry { at, why } => {
                     self.metrics.renew(
-                        if why == "replicas_not_acked" {
+                        if why == RetryWhy::ReplicasNotAcked {
                             "unconfirmed"
                         } else {
                             "error"
                         },
                         now - sent_at,
                     );
-                    debug!(key = %self.cfg.key, token, reason = why, "renewal did not count; retrying");
+                    debug!(key = %self.cfg.key, token, reason = why.label(), "renewal did not count; retrying");
                     next_renew = at;
                 }
             }

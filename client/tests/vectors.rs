@@ -210,7 +210,7 @@ fn run_case(decision: &str, cfg: Option<ElectorConfig>, input: &Value, clock: &C
                     retry_in,
                     why,
                 } => json!({"action": "unconfirmed", "token": token,
-                    "retry_in_us": us(retry_in), "why": why}),
+                    "retry_in_us": us(retry_in), "why": why.label()}),
                 AcquireDecision::NotGranted => json!({"action": "not_granted"}),
                 AcquireDecision::Grace(d) => json!({"action": "grace", "wait_us": us(d)}),
                 AcquireDecision::Backoff(k) => json!({"action": "backoff", "kind": k.label()}),
@@ -243,7 +243,7 @@ fn run_case(decision: &str, cfg: Option<ElectorConfig>, input: &Value, clock: &C
                     "next_renew_us": clock.of(next_renew)}),
                 RenewDecision::StepDown(r) => json!({"action": "step_down", "reason": r.label()}),
                 RenewDecision::Retry { at, why } => {
-                    json!({"action": "retry", "at_us": clock.of(at), "why": why})
+                    json!({"action": "retry", "at_us": clock.of(at), "why": why.label()})
                 }
             }
         }
