@@ -350,12 +350,13 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     std::fs::write(cfg.out.join("summary.json"), json).map_err(|e| e.to_string())?;
     let line = summary.line();
     std::fs::write(cfg.out.join("summary.txt"), format!("{line}\n")).map_err(|e| e.to_string())?;
-    println!("{line}");
+    // Before the summary: scripts read the summary as the last line printed.
     println!("faults per kind: {}", faults_per_kind(&summary));
     let short = short_faults(&summary, &min_faults);
     if !short.is_empty() {
         println!("--min-faults not met: {}", short.join(", "));
     }
+    println!("{line}");
     Ok(if summary.violations > 0 {
         ExitCode::from(1)
     } else if !short.is_empty() {
