@@ -266,7 +266,7 @@ impl Links {
 
     /// Drop, on the receiving side of direction `dir` of link `i`, the TCP packets of port
     /// `port` on the harness side (`None`: every packet of the link).
-    pub fn drop(&self, i: usize, dir: Dir, port: Option<u16>) -> Result<(), String> {
+    pub fn drop_packets(&self, i: usize, dir: Dir, port: Option<u16>) -> Result<(), String> {
         let l = &self.links[i];
         match dir {
             Dir::Up => {

@@ -813,17 +813,17 @@ impl Run<'_> {
             "oneway" => {
                 // One direction only, by construction.
                 let dir = if self.rng.bool() { Dir::Up } else { Dir::Down };
-                links.drop(i, dir, Some(redis_port))?;
+                links.drop_packets(i, dir, Some(redis_port))?;
                 format!("nft drop {} (redis only)", name(&[dir]))
             }
             "cut-resource" => {
-                links.drop(i, Dir::Up, Some(resource_port))?;
-                links.drop(i, Dir::Down, Some(resource_port))?;
+                links.drop_packets(i, Dir::Up, Some(resource_port))?;
+                links.drop_packets(i, Dir::Down, Some(resource_port))?;
                 "nft drop elector<->resource both ways, redis kept".to_string()
             }
             _ => {
-                links.drop(i, Dir::Up, None)?;
-                links.drop(i, Dir::Down, None)?;
+                links.drop_packets(i, Dir::Up, None)?;
+                links.drop_packets(i, Dir::Down, None)?;
                 "nft drop every packet both ways, connections kept, delivered on heal".to_string()
             }
         };
