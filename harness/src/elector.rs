@@ -64,6 +64,9 @@ struct Work {
 }
 
 pub fn main(mut args: Args) -> Result<ExitCode, String> {
+    // First: the origin of the clock-rate measurement (deadlines recorded on the real clock
+    // under --elector-clock-rate; clock.rs).
+    lease_harness::clock::init();
     let id = args.required("--id")?;
     // Several `--redis`: quorum mode over independent primaries (docs/quorum.md).
     let redis = args.repeated("--redis")?;

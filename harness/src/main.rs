@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 mod args;
 mod elector;
+mod netns;
 mod orchestrate;
 mod procs;
 mod quorum;
@@ -24,6 +25,7 @@ usage:
                     [--ttl-ms T] [--grace-ms G] [--elector-mode safe|ignore-deadline|reuse-owner] [--no-fence]
                     [--module PATH] [--elector-cmd \"PROGRAM ARGS\"]
                     [--topology replica|sentinel] [--down-after-ms D] [--min-replicas-max-lag S]
+                    [--netns] [--elector-clock-rate R] [--min-faults KIND=N,...]
   lease-harness --help | SUBCOMMAND --help   (this text; exit 0)
   lease-harness check [--svg] [--explain] DIR...   (run folders, or folders of run-* folders;
                                                    --explain prints each stale write's story)
@@ -34,6 +36,11 @@ usage:
 elector instead of `lease-harness elector` (any language's elector; docs/conformance.md).
 faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump late-delivery (default: all);
   opt-in: split-brain (needs --min-replicas-max-lag; the grace-sizing experiment, docs/failover.md);
+  --netns (root; each elector in its own network namespace behind a veth link) adds, and
+  draws by default: loss delay-jitter oneway cut-resource heal-delivers;
+  --elector-clock-rate R: electors under libfaketime at clock rate R (x1.005 within the drift
+  allowance); --min-faults KIND=N,...: exit 3 when the campaign drew fewer (kinds, or the
+  groups crash, partition, handover);
   --topology sentinel (3 Sentinels, primary + 2 replicas, electors via redis+sentinel://):
   kill pause resign sentinel-failover (default: all four)
   lease-harness run --topology quorum1|quorum3|quorum5 [--quorum-control correct|no-unify|minority]

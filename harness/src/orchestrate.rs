@@ -52,6 +52,24 @@ pub const SENTINEL_FAULTS: &[&str] = &["kill", "pause", "resign", "sentinel-fail
 /// leader when grace is below max TTL + replication lag.
 pub const OPT_IN_FAULTS: &[&str] = &["split-brain"];
 
+/// Faults of the kernel's network (`--netns`, issue 30): opt-in, drawn by default only with
+/// `--netns`, which they need (each elector's veth link, see `netns.rs`). Each hits one
+/// elector's link (mostly the leader's), one direction or both:
+/// - `loss`: tc netem loss 5..100 % on one direction or both;
+/// - `delay-jitter`: netem delay with jitter, reordering and duplication;
+/// - `oneway`: nftables drop of elector→Redis only, or of Redis→elector only (requests
+///   execute, replies are lost);
+/// - `cut-resource`: elector↔resource dropped both ways while elector↔Redis works;
+/// - `heal-delivers`: every packet of the link dropped both ways; connections stay open
+///   and TCP delivers what was queued when the drop ends.
+pub const NETNS_FAULTS: &[&str] = &[
+    "loss",
+    "delay-jitter",
+    "oneway",
+    "cut-resource",
+    "heal-delivers",
+];
+
 const KEY: &str = "chaos:leader";
 
 #[derive(Clone, Debug)]
@@ -81,6 +99,11 @@ pub struct Config {
     /// `--min-replicas-max-lag S`: every data node runs with `min-replicas-to-write 1` and
     /// `min-replicas-max-lag S`.
     pub min_replicas_max_lag: Option<u64>,
+    /// `--netns`: each elector in its own network namespace (netns.rs).
+    pub netns: bool,
+    /// `--elector-clock-rate R`: electors run under libfaketime at rate R (`FAKETIME="+0 xR"`),
+    /// their monotonic clock runs R times as fast as the real one.
+    pub clock_rate: Option<(f64, PathBuf)>,
 }
 
 pub fn main(mut args: Args) -> Result<ExitCode, String> {
@@ -101,6 +124,22 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         .value("--elector-mode")?
         .unwrap_or_else(|| "safe".into());
     let fence = !args.flag("--no-fence");
+    let netns = args.flag("--netns");
+    let clock_rate = match args.value("--elector-clock-rate")? {
+        None => None,
+        Some(r) => {
+            let rate: f64 = r
+                .parse()
+                .map_err(|_| format!("--elector-clock-rate: cannot parse {r:?}"))?;
+            if !(0.5..=2.0).contains(&rate) {
+                return Err("--elector-clock-rate must be within 0.5..=2.0".into());
+            }
+            let lib = faketime_lib()
+                .ok_or("--elector-clock-rate needs libfaketime (apt-get install libfaketime)")?;
+            Some((rate, lib))
+        }
+    };
+    let min_faults = parse_min_faults(args.value("--min-faults")?.as_deref())?;
     let elector_cmd = match args.value("--elector-cmd")? {
         None => None,
         Some(c) => {
@@ -132,11 +171,55 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     let known: Vec<&str> = if sentinel {
         SENTINEL_FAULTS.to_vec()
     } else {
-        FAULTS.iter().chain(OPT_IN_FAULTS).copied().collect()
+        FAULTS
+            .iter()
+            .chain(OPT_IN_FAULTS)
+            .chain(NETNS_FAULTS)
+            .copied()
+            .collect()
     };
+    if netns && sentinel {
+        return Err("--netns is implemented for the replica topology only".into());
+    }
+    let explicit_faults = !faults.is_empty();
     if faults.is_empty() {
         let default = if sentinel { SENTINEL_FAULTS } else { FAULTS };
         faults = default.iter().map(|s| s.to_string()).collect();
+        if netns {
+            faults.extend(NETNS_FAULTS.iter().map(|s| s.to_string()));
+        }
+    }
+    if let Some(f) = faults
+        .iter()
+        .find(|f| !netns && NETNS_FAULTS.contains(&f.as_str()))
+    {
+        return Err(format!("fault {f} needs --netns"));
+    }
+    if clock_rate.is_some() && elector_cmd.is_some() {
+        // Their histories would be stamped with the faked clock (they read CLOCK_MONOTONIC
+        // through libc), and the checker would compare skewed times: not evidence.
+        return Err(
+            "--elector-clock-rate runs only our Rust elector (another language's history \
+             would be stamped by the faked clock)"
+                .into(),
+        );
+    }
+    if netns {
+        crate::netns::check_privileges()?;
+        if !crate::netns::netem_available() {
+            // Loss and drops are nftables rules; delay, jitter, reordering and duplication
+            // need tc netem, which some kernels lack (this machine kind's among them).
+            if explicit_faults && faults.iter().any(|f| f == "delay-jitter") {
+                return Err(
+                    "delay-jitter needs tc netem, which this kernel lacks (CONFIG_NET_SCH_NETEM)"
+                        .into(),
+                );
+            }
+            if faults.iter().any(|f| f == "delay-jitter") {
+                println!("notice: delay-jitter left out: this kernel has no tc netem");
+                faults.retain(|f| f != "delay-jitter");
+            }
+        }
     }
     if let Some(bad) = faults
         .iter()
@@ -201,6 +284,8 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         sentinel,
         down_after_ms,
         min_replicas_max_lag,
+        netns,
+        clock_rate,
     };
     std::fs::create_dir_all(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
     // Absolute: redis-server resolves --dir and --logfile after changing directory.
@@ -208,7 +293,7 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     cfg.out = std::fs::canonicalize(&cfg.out).map_err(|e| format!("{}: {e}", cfg.out.display()))?;
     let cfg = cfg;
     println!(
-        "chaos: topology={} runs={} electors={} seconds={} ttl_ms={} grace_ms={} seed={} faults={} mode={} fence={} out={}",
+        "chaos: topology={}{}{} runs={} electors={} seconds={} ttl_ms={} grace_ms={} seed={} faults={} mode={} fence={} out={}",
         if cfg.sentinel {
             format!("sentinel(down_after_ms={})", cfg.down_after_ms)
         } else {
@@ -216,6 +301,11 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
                 Some(l) => format!("replica(min_replicas_max_lag={l})"),
                 None => "replica".into(),
             }
+        },
+        if cfg.netns { "+netns" } else { "" },
+        match &cfg.clock_rate {
+            Some((r, _)) => format!(" elector_clock_rate={r}"),
+            None => String::new(),
         },
         cfg.runs,
         cfg.electors,
@@ -260,12 +350,79 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     std::fs::write(cfg.out.join("summary.json"), json).map_err(|e| e.to_string())?;
     let line = summary.line();
     std::fs::write(cfg.out.join("summary.txt"), format!("{line}\n")).map_err(|e| e.to_string())?;
+    // Before the summary: scripts read the summary as the last line printed.
+    println!("faults per kind: {}", faults_per_kind(&summary));
+    let short = short_faults(&summary, &min_faults);
+    if !short.is_empty() {
+        println!("--min-faults not met: {}", short.join(", "));
+    }
     println!("{line}");
-    Ok(if summary.violations == 0 {
-        ExitCode::SUCCESS
-    } else {
+    Ok(if summary.violations > 0 {
         ExitCode::from(1)
+    } else if !short.is_empty() {
+        // Too few faults of a kind: the campaign tested too little to mean anything.
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
     })
+}
+
+/// `kill=3 pause=2 ...` (every kind the campaign drew, skipped ones not counted).
+pub(crate) fn faults_per_kind(summary: &Summary) -> String {
+    if summary.faults.is_empty() {
+        return "none".into();
+    }
+    summary
+        .faults
+        .iter()
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `--min-faults KIND=N,...`: each kind at least N faults drawn (and not skipped) over the
+/// campaign. A kind may be a group: `partition` counts every fault that cuts an elector
+/// off (`partition`, `blackhole`, and the netns drops), `crash` `kill`, `handover` `resign`.
+pub(crate) fn parse_min_faults(v: Option<&str>) -> Result<Vec<(String, u64)>, String> {
+    let Some(v) = v else { return Ok(vec![]) };
+    v.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|kv| {
+            let (k, n) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("--min-faults: {kv:?} is not KIND=N"))?;
+            let n: u64 = n
+                .parse()
+                .map_err(|_| format!("--min-faults: cannot parse {n:?} in {kv:?}"))?;
+            if k.is_empty() {
+                return Err(format!("--min-faults: empty kind in {kv:?}"));
+            }
+            Ok((k.to_string(), n))
+        })
+        .collect()
+}
+
+/// The kinds a `--min-faults` name counts.
+fn fault_group(name: &str) -> Vec<&str> {
+    match name {
+        "crash" => vec!["kill"],
+        "handover" => vec!["resign"],
+        "partition" => vec!["partition", "blackhole", "oneway", "heal-delivers"],
+        other => vec![other],
+    }
+}
+
+/// `KIND drew N < M` for every minimum not met.
+pub(crate) fn short_faults(summary: &Summary, min: &[(String, u64)]) -> Vec<String> {
+    min.iter()
+        .filter_map(|(k, want)| {
+            let got: u64 = fault_group(k)
+                .iter()
+                .map(|g| summary.faults.get(*g).copied().unwrap_or(0))
+                .sum();
+            (got < *want).then(|| format!("{k} drew {got} < {want}"))
+        })
+        .collect()
 }
 
 /// The redis-server that clock-jump faults run under libfaketime (libfaketime hangs Debian's
@@ -420,6 +577,9 @@ struct Slot {
     proc: Option<Proc>,
     /// The elector's fault proxy (replica topology; none under Sentinel).
     proxy: Option<Proxy>,
+    /// `--netns`: the pass-through proxy on the elector's link to the resource (the
+    /// resource listens on loopback, which the elector's namespace cannot reach).
+    resource_proxy: Option<Proxy>,
 }
 
 struct Run<'a> {
@@ -439,6 +599,8 @@ struct Run<'a> {
     replica: Option<(Server, Proxy)>,
     next_server: u32,
     faketime: bool,
+    /// `--netns`: one veth link per elector slot.
+    links: Option<crate::netns::Links>,
 }
 
 impl Run<'_> {
@@ -454,26 +616,40 @@ impl Run<'_> {
             (None, Some(p)) => format!("redis://{}/", p.addr()),
             (None, None) => return Err("elector slot without proxy".into()),
         };
+        let resource_addr = match &self.slots[i].resource_proxy {
+            Some(p) => p.addr().to_string(),
+            None => self.resource_addr.clone(),
+        };
         let slot = &mut self.slots[i];
         let id = format!("e{i}.{}", slot.incarnation);
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let err = std::fs::File::create(self.dir.join(format!("elector-{id}.log")))
             .map_err(|e| e.to_string())?;
-        let mut cmd = match &self.cfg.elector_cmd {
-            Some(words) => {
-                let mut c = Command::new(&words[0]);
-                c.args(&words[1..]);
-                c
-            }
-            None => {
-                let mut c = Command::new(exe);
-                c.arg("elector");
-                c
-            }
+        let mut words: Vec<String> = match &self.cfg.elector_cmd {
+            Some(words) => words.clone(),
+            None => vec![exe.display().to_string(), "elector".into()],
         };
+        if let Some(links) = &self.links {
+            // `ip netns exec` execs the elector in place (same pid), so signals, SIGKILL
+            // on our death (PR_SET_PDEATHSIG survives exec) and waiting all still hit it.
+            let mut w = links.exec_prefix(i);
+            w.append(&mut words);
+            words = w;
+        }
+        let mut cmd = Command::new(&words[0]);
+        cmd.args(&words[1..]);
+        if let Some((rate, lib)) = &self.cfg.clock_rate {
+            // The elector's clocks (CLOCK_MONOTONIC included: libfaketime fakes it unless
+            // FAKETIME_DONT_FAKE_MONOTONIC) run `rate` times as fast as the real ones from
+            // its start. Its history stays on the real clock: clock::mono_ns reads it by a
+            // raw syscall, which libfaketime does not intercept.
+            cmd.env("LD_PRELOAD", lib)
+                .env("FAKETIME", format!("+0 x{rate}"))
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "0");
+        }
         cmd.args(["--id", &id])
             .args(["--redis", &elector_url])
-            .args(["--resource", &self.resource_addr])
+            .args(["--resource", &resource_addr])
             .arg("--out")
             .arg(self.dir.join(format!("elector-{id}.jsonl")))
             .args(["--ttl-ms", &self.cfg.ttl_ms.to_string()])
@@ -564,6 +740,105 @@ impl Run<'_> {
         }
         let log = self.primary()?.log();
         Err(format!("the primary died during {during}; log:\n{log}"))
+    }
+
+    /// The `--netns` faults (see [`NETNS_FAULTS`]) on one elector's link, mostly the
+    /// leader's, then healed; the record says what and which direction.
+    async fn netns_fault(
+        &mut self,
+        kind: &str,
+        t: u64,
+        leader: Option<usize>,
+    ) -> Result<(), String> {
+        use crate::netns::Dir;
+        let i = match leader {
+            Some(l) if self.rng.f64() < 0.8 => l,
+            _ => self.rng.usize(..self.slots.len()),
+        };
+        let id = self.slots[i]
+            .proc
+            .as_ref()
+            .map(|p| p.id.clone())
+            .unwrap_or_default();
+        let redis_port = self.proxy(i)?.addr().port();
+        let resource_port = self.slots[i]
+            .resource_proxy
+            .as_ref()
+            .map(|p| p.addr().port())
+            .ok_or("netns fault without a resource link")?;
+        let dirs: Vec<Dir> = match self.rng.u32(..3) {
+            0 => vec![Dir::Up],
+            1 => vec![Dir::Down],
+            _ => vec![Dir::Up, Dir::Down],
+        };
+        let name = |d: &[Dir]| match d {
+            [Dir::Up] => "elector->redis",
+            [Dir::Down] => "redis->elector",
+            _ => "both ways",
+        };
+        let (d, detail) = match kind {
+            "loss" => {
+                let pct = [5u32, 20, 50, 80, 100][self.rng.usize(..5)];
+                let d = self.rand_ttl(1.5, 3.0);
+                (d, vec![(dirs.clone(), pct.to_string())])
+            }
+            "delay-jitter" => {
+                let ms = (self.between(0.05, 0.4) * self.cfg.ttl_ms as f64) as u64;
+                let d = self.rand_ttl(2.0, 4.0);
+                let spec = format!(
+                    "delay {ms}ms {}ms 25% reorder 25% 50% duplicate 5%",
+                    (ms / 2).max(1)
+                );
+                (d, vec![(dirs.clone(), spec)])
+            }
+            _ => (self.rand_ttl(1.5, 3.0), vec![]),
+        };
+        let links = self.links.as_ref().ok_or("netns faults need --netns")?;
+        let what = match kind {
+            "loss" => {
+                let pct: u32 = detail[0].1.parse().unwrap_or(100);
+                for dir in &detail[0].0 {
+                    links.loss(i, *dir, pct)?;
+                }
+                format!("nft random loss {pct}% {}", name(&detail[0].0))
+            }
+            "delay-jitter" => {
+                for (ds, spec) in &detail {
+                    for dir in ds {
+                        links.netem(i, *dir, spec)?;
+                    }
+                }
+                format!("netem {} {}", detail[0].1, name(&detail[0].0))
+            }
+            "oneway" => {
+                // One direction only, by construction.
+                let dir = if self.rng.bool() { Dir::Up } else { Dir::Down };
+                links.drop_packets(i, dir, Some(redis_port))?;
+                format!("nft drop {} (redis only)", name(&[dir]))
+            }
+            "cut-resource" => {
+                links.drop_packets(i, Dir::Up, Some(resource_port))?;
+                links.drop_packets(i, Dir::Down, Some(resource_port))?;
+                "nft drop elector<->resource both ways, redis kept".to_string()
+            }
+            _ => {
+                links.drop_packets(i, Dir::Up, None)?;
+                links.drop_packets(i, Dir::Down, None)?;
+                "nft drop every packet both ways, connections kept, delivered on heal".to_string()
+            }
+        };
+        sleep(d).await;
+        if let Some(l) = &self.links {
+            l.heal(i)?;
+        }
+        self.fault(
+            kind,
+            t,
+            &id,
+            format!("{what} for {} ms", d.as_millis()),
+            None,
+        );
+        Ok(())
     }
 
     /// `client-pause`: `CLIENT PAUSE d WRITE` (a third of the time `ALL`) on the primary for
@@ -1140,6 +1415,9 @@ impl Run<'_> {
                     None,
                 );
             }
+            "loss" | "delay-jitter" | "oneway" | "cut-resource" | "heal-delivers" => {
+                self.netns_fault(kind, t, leader).await?;
+            }
             "none" => {
                 // A quiet period: nothing injected, nothing recorded, so it counts as
                 // fault-free time for the flapping figure.
@@ -1204,16 +1482,39 @@ async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), St
         (Some(primary), replica, None)
     };
     let (resource, resource_addr) = spawn_resource(dir, cfg.fence)?;
+    let links = if cfg.netns {
+        Some(crate::netns::Links::create(cfg.electors as usize)?)
+    } else {
+        None
+    };
     let mut slots = vec![];
-    for _ in 0..cfg.electors {
+    for i in 0..cfg.electors as usize {
+        let bind: std::net::IpAddr = match &links {
+            Some(l) => l.links[i].host_ip.into(),
+            None => std::net::Ipv4Addr::LOCALHOST.into(),
+        };
         let proxy = match &primary {
-            Some(p) => Some(Proxy::start(p.addr()).await.map_err(|e| e.to_string())?),
+            Some(p) => Some(
+                Proxy::start_on(bind, p.addr())
+                    .await
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => None,
+        };
+        let resource_proxy = match &links {
+            Some(_) => {
+                let to: SocketAddr = resource_addr
+                    .parse()
+                    .map_err(|e| format!("resource address {resource_addr}: {e}"))?;
+                Some(Proxy::start_on(bind, to).await.map_err(|e| e.to_string())?)
+            }
             None => None,
         };
         slots.push(Slot {
             incarnation: 0,
             proc: None,
             proxy,
+            resource_proxy,
         });
     }
     let log = JsonlWriter::create(&dir.join("run.jsonl")).map_err(|e| e.to_string())?;
@@ -1229,6 +1530,7 @@ async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), St
         replica,
         next_server: 2,
         faketime,
+        links,
     };
     r.record(RunEvent::RunStart {
         t: mono_ns(),
@@ -1275,5 +1577,41 @@ async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), St
     r.record(RunEvent::RunEnd { t: mono_ns() });
     let electors = r.slots.iter_mut().filter_map(|s| s.proc.take()).collect();
     shut_down(electors, resource).await;
+    // The links go last (dropping them deletes namespaces, veths and nftables tables).
+    drop(r.links.take());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_faults_parse_and_count_groups() {
+        let min = parse_min_faults(Some("crash=2,partition=3,loss=1")).expect("parse");
+        let mut s = Summary::default();
+        s.faults.insert("kill".into(), 2);
+        s.faults.insert("blackhole".into(), 1);
+        s.faults.insert("heal-delivers".into(), 1);
+        // partition counts 2 of 3, loss 0 of 1; crash is met.
+        assert_eq!(
+            short_faults(&s, &min),
+            vec![
+                "partition drew 2 < 3".to_string(),
+                "loss drew 0 < 1".to_string()
+            ]
+        );
+        s.faults.insert("oneway".into(), 1);
+        s.faults.insert("loss".into(), 4);
+        assert!(short_faults(&s, &min).is_empty());
+        assert_eq!(faults_per_kind(&s).split(' ').count(), 5);
+    }
+
+    #[test]
+    fn min_faults_refuse_bad_input() {
+        assert!(parse_min_faults(Some("kill")).is_err());
+        assert!(parse_min_faults(Some("kill=x")).is_err());
+        assert!(parse_min_faults(Some("=3")).is_err());
+        assert!(parse_min_faults(None).expect("none").is_empty());
+    }
 }

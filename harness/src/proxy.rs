@@ -101,7 +101,13 @@ pub struct Proxy {
 impl Proxy {
     /// Listen on a free loopback port and forward to `upstream`.
     pub async fn start(upstream: SocketAddr) -> std::io::Result<Proxy> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        Proxy::start_on(std::net::Ipv4Addr::LOCALHOST.into(), upstream).await
+    }
+
+    /// Listen on a free port of `ip` (`--netns`: the harness side of an elector's veth link)
+    /// and forward to `upstream`.
+    pub async fn start_on(ip: std::net::IpAddr, upstream: SocketAddr) -> std::io::Result<Proxy> {
+        let listener = TcpListener::bind(SocketAddr::new(ip, 0)).await?;
         let addr = listener.local_addr()?;
         let (ctl, rx) = watch::channel(Ctl {
             mode: Mode::Pass,
