@@ -678,7 +678,10 @@ export class Elector extends EventEmitter {
           this.metrics.acquire("not_granted");
           // Why: BLOCK answers nil only after its timeout; a much faster nil means something
           // else is going on, and we must not spin on it.
-          const pause = decide.notGrantedPause(cfg, blockUs, sentAt, now, Math.random());
+          // Quorum mode: a round never BLOCKs, so it is judged as a BLOCKing ask that came back
+          // at once: followers poll with the loop's jittered pause instead of spinning (as the
+          // Go port does).
+          const pause = decide.notGrantedPause(cfg, this.quorum !== null ? cfg.blockTimeoutUs : blockUs, sentAt, now, Math.random());
           if (pause > 0) await this.sleepUntil(nowUs() + pause);
           break;
         }
