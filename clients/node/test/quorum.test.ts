@@ -159,3 +159,65 @@ describe("quorum mode with failing nodes", { skip: skip ?? false }, () => {
     }
   });
 });
+
+describe("quorum mode: node identity", { skip: skip ?? false }, () => {
+  test("a node whose server changed (restart: new run_id) counts toward nothing for the quarantine", async () => {
+    const servers = await Promise.all([RedisServer.start(), RedisServer.start(), RedisServer.start()]);
+    try {
+      const key = newKey();
+      const ttlMs = 500;
+      const quarantineMs = 4000;
+      const e = elector({ redis: servers.map((s) => s.url), key, ttlMs, nodeQuarantineMs: quarantineMs, logger: quiet });
+      // One reign per run(): the task ends when told to (or at the signal).
+      let lease: Lease | null = null;
+      let endTask: (() => void) | null = null;
+      const reign = (): Promise<unknown> =>
+        e.run(
+          (l) =>
+            new Promise<void>((res) => {
+              lease = l;
+              endTask = res;
+              l.signal.addEventListener("abort", () => res(), { once: true });
+            }),
+        );
+      const current = (): Lease | null => lease;
+      let run = reign();
+      await waitFor(() => current() !== null, 10_000, "first reign");
+      await waitFor(async () => (await held(servers[2]!, key)) !== null, 5000, "node 3 in the first reign");
+      await servers[2]!.restart();
+      const restartedAt = performance.now();
+      const l1 = current()!;
+      const d0 = l1.deadline ?? 0;
+      // Several renewals: the one after the broken connection reconnects and reads the new run_id.
+      await waitFor(() => (l1.deadline ?? 0) > d0 + 2 * ttlMs, 10_000, "renewals after the restart");
+      // The quarantine began between the restart and now.
+      const detectedBy = performance.now();
+      lease = null;
+      (endTask as (() => void) | null)?.();
+      await run;
+      run = reign();
+      await waitFor(() => current() !== null, 10_000, "second reign");
+      const tok = current()!.token;
+      // The new reign holds nodes 1 and 2; node 3 (a fresh server, grace 0, which would grant
+      // at once) was not even asked while quarantined.
+      for (const s of servers.slice(0, 2)) assert.equal((await held(s, key))?.[1], tok);
+      while (performance.now() < restartedAt + quarantineMs * 0.7) {
+        assert.equal(await held(servers[2]!, key), null, "quarantined node got a grant");
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      // After the quarantine, a new reign takes node 3 again.
+      await waitFor(() => performance.now() > detectedBy + quarantineMs / 0.99 + 100, quarantineMs * 2, "quarantine over");
+      lease = null;
+      (endTask as (() => void) | null)?.();
+      await run;
+      run = reign();
+      await waitFor(() => current() !== null, 10_000, "third reign");
+      const tok3 = current()!.token;
+      await waitFor(async () => (await held(servers[2]!, key))?.[1] === tok3, 5000, "node 3 back after the quarantine");
+      await e.resign();
+      await run;
+    } finally {
+      await Promise.all(servers.map((s) => s.stop()));
+    }
+  });
+});
