@@ -436,7 +436,10 @@ export class Elector extends EventEmitter {
       this.observeCalls -= 1;
       // Why: an open socket keeps Node's event loop (the process) alive; outside run() nothing
       // else would ever close it.
-      if (this.observeCalls === 0 && this.running === null) this.observeLink.close();
+      if (this.observeCalls === 0 && this.running === null) {
+        this.observeLink.close();
+        this.quorum?.closeObserve();
+      }
     }
   }
 
@@ -489,9 +492,10 @@ export class Elector extends EventEmitter {
       // currentLeader() call in flight closes observeLink itself when it is done.
       this.blockLink.close();
       this.cmdLink.close();
+      this.quorum?.closeCommands();
       if (this.observeCalls === 0) {
         this.observeLink.close();
-        this.quorum?.close();
+        this.quorum?.closeObserve();
       }
     });
     this.running = p;

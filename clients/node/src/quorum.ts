@@ -171,7 +171,17 @@ export class Quorum {
   }
 
   close(): void {
+    this.closeCommands();
+    this.closeObserve();
+  }
+
+  /** The campaign/renewal connections (closed when run() ends). */
+  closeCommands(): void {
     for (const l of this.links) l.close();
+  }
+
+  /** The observe connections (currentLeader(), `leader` events). */
+  closeObserve(): void {
     for (const l of this.observeLinks) l.close();
   }
 
@@ -279,6 +289,9 @@ export class Quorum {
   async acquire(key: string, owner: string, ttlMs: number, loopUntilUs: number, signal: AbortSignal): Promise<number | "nil" | RoundFailure | Aborted> {
     const n = this.n;
     const m = q.need(this.control, n);
+    // What an earlier round left here is not this round's: a round only holds what it
+    // confirms below.
+    this.held = this.nodes.map(() => null);
     // Decided early only when a majority can no longer grant. Otherwise every node gets the
     // step's time, even after a majority granted: a reign on all N nodes survives more later
     // faults than one on a bare majority.

@@ -61,6 +61,12 @@ describe("quorum mode against 3 redis-servers", { skip: skip ?? false }, () => {
       return h.every((x) => x !== null && x[1] === tok && x[0] === e.currentOwner);
     }, 5000, "every node holds the reign's token");
     assert.ok(tok > Number(a.slice(1)), "token above the seed's on node 2");
+    // What a majority of the nodes report.
+    const seen = await e.currentLeader();
+    assert.equal(seen?.owner, e.currentOwner);
+    assert.equal(seen?.token, tok);
+    // No single node's fence speaks for the majority.
+    await assert.rejects((lease as unknown as Lease).fence(null as never, "GET", "x"), /quorum mode/);
     await e.resign();
     assert.deepEqual(await run, { kind: "resigned" });
     for (const s of servers) assert.equal(await held(s, key), null, "released on every node");
