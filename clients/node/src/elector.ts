@@ -19,7 +19,6 @@ import { fence, type CommandArg } from "./fence.js";
 import type { Cluster, Redis } from "ioredis";
 import { connectionFactory, Link, type ConnectionSpec, type LeaseInfo, type Outcome } from "./transport.js";
 import { ABORTED, DEFAULT_NODE_QUARANTINE_MS, duplicateProblem, Quorum } from "./quorum.js";
-import type { QuorumControl } from "./quorumDecide.js";
 
 /** Monotonic now, µs. */
 const nowUs = (): number => performance.now() * 1000;
@@ -302,14 +301,6 @@ export function unsafeReuseOwnerAcrossReigns(e: Elector): void {
   reusesOwner.add(e);
 }
 
-/** Quorum negative controls of the conformance elector; set before the Elector is made. */
-const pendingQuorumControl: { control: QuorumControl } = { control: "correct" };
-
-/** NOT public API: the next Elector made in quorum mode uses this (known-unsafe) control. */
-export function unsafeQuorumControl(control: QuorumControl): void {
-  pendingQuorumControl.control = control;
-}
-
 /** One candidate for one lease key. */
 export class Elector extends EventEmitter {
   readonly key: string;
@@ -363,7 +354,7 @@ export class Elector extends EventEmitter {
     if (first === undefined) throw new RangeError("invalid configuration: redis: an empty node list");
     this.quorum =
       specs.length > 1
-        ? new Quorum(specs, this.config, options.nodeQuarantineMs ?? DEFAULT_NODE_QUARANTINE_MS, this.log, pendingQuorumControl.control)
+        ? new Quorum(specs, this.config, options.nodeQuarantineMs ?? DEFAULT_NODE_QUARANTINE_MS, this.log)
         : null;
     // In quorum mode the single-node links below are never used (they connect lazily).
     const factory = connectionFactory(first, Math.max(100, this.config.opTimeoutUs / 1000));
