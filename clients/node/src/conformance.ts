@@ -2,9 +2,13 @@
  * The conformance elector: one elector PROCESS driven by the fault harness
  * (docs/conformance.md; the Rust version is harness/src/elector.rs).
  *
- *   node dist/conformance.js --id ID --redis URL --resource HOST:PORT --out PATH
+ *   node dist/conformance.js --id ID --redis URL [--redis URL ...] --resource HOST:PORT --out PATH
  *                            --ttl-ms N --key KEY --mode safe|ignore-deadline|reuse-owner
  *                            [--api run|oneshot]
+ *
+ * --redis given N > 1 times: quorum mode over those N nodes, with the node quarantine (Q7) set
+ * to one TTL (every elector of a campaign uses that TTL: the longest lease a restarted or
+ * wiped node can have lost).
  *
  * oneshot: the same work loop through the public one-shot API, withLeadership(), called again
  * after each reign (one reign per call) instead of run(). A call whose routine runs twice is
@@ -32,6 +36,13 @@ const HARD_STOP_MS = 600_000;
 
 type Args = Record<string, string>;
 
+/** Every `--redis URL`, in order: one = single primary, N = quorum mode over N nodes. */
+function redisArgs(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i += 2) if (argv[i] === "--redis" && argv[i + 1] !== undefined) out.push(argv[i + 1] as string);
+  return out;
+}
+
 function parseArgs(argv: string[]): Args {
   const known = new Set(["--id", "--redis", "--resource", "--out", "--ttl-ms", "--key", "--mode", "--api"]);
   const out: Args = {};
@@ -40,7 +51,8 @@ function parseArgs(argv: string[]): Args {
     const v = argv[i + 1];
     if (!known.has(k)) throw new Error(`unknown argument ${k}`);
     if (v === undefined) throw new Error(`${k} needs a value`);
-    if (k in out) throw new Error(`${k} given twice`);
+    // --redis once per node in quorum topologies (docs/conformance.md "Quorum topologies").
+    if (k in out && k !== "--redis") throw new Error(`${k} given twice`);
     out[k] = v;
   }
   for (const k of ["--id", "--redis", "--resource", "--out"]) {
@@ -187,8 +199,10 @@ async function main(): Promise<void> {
   const owner = `${id}-${process.pid}-${randomBytes(4).toString("hex")}`;
   rec.write({ ev: "start", t: monoNs(), elector: id, pid: process.pid, owner, mode });
 
+  const nodes = redisArgs(process.argv.slice(2));
   const options: ElectorOptions = {
-    redis: a["--redis"] as string,
+    redis: nodes.length === 1 ? (nodes[0] as string) : nodes,
+    ...(nodes.length > 1 ? { nodeQuarantineMs: ttlMs } : {}),
     key,
     ttlMs,
     owner,

@@ -18,14 +18,25 @@ import * as t from "./transport.js";
 import { fence, type CommandArg } from "./fence.js";
 import type { Cluster, Redis } from "ioredis";
 import { connectionFactory, Link, type ConnectionSpec, type LeaseInfo, type Outcome } from "./transport.js";
+import { ABORTED, DEFAULT_NODE_QUARANTINE_MS, duplicateProblem, Quorum } from "./quorum.js";
 
 /** Monotonic now, µs. */
 const nowUs = (): number => performance.now() * 1000;
 
 /** Options of an Elector. Durations in milliseconds; every default derives from `ttlMs`. */
 export interface ElectorOptions {
-  /** Where Redis is (URL, ioredis options incl. Sentinel, a Redis/Cluster instance, or { cluster }). */
-  redis: ConnectionSpec;
+  /**
+   * Where Redis is (URL, ioredis options incl. Sentinel, a Redis/Cluster instance, or { cluster }).
+   * An array of 2 or more (3 or 5 in practice) independent primaries is quorum mode (protocol
+   * §9a): the lease is taken on a majority of them (README "Quorum mode").
+   */
+  redis: ConnectionSpec | ConnectionSpec[];
+  /**
+   * Quorum mode: how long a node whose server identity (run_id) changed counts toward nothing
+   * (default 30000, the module's default lease.max-ttl; never less than the TTL; stretched by
+   * the drift bound).
+   */
+  nodeQuarantineMs?: number;
   /** The lease key. */
   key: string;
   /** Lease TTL (server-side expiry), whole ms. */
@@ -139,7 +150,7 @@ export function defaultOwner(): string {
 }
 
 /** The decision configuration from ElectorOptions (ms -> µs, defaults from the TTL). */
-export function decisionConfig(o: Omit<ElectorOptions, "redis" | "key">): DecisionConfig {
+export function decisionConfig(o: Omit<ElectorOptions, "redis" | "key" | "nodeQuarantineMs">): DecisionConfig {
   const cfg = decide.configDefaults(o.ttlMs);
   const us = (ms: number | undefined, dflt: number): number => (ms === undefined ? dflt : Math.round(ms * 1000));
   return {
@@ -171,6 +182,7 @@ class LeaseImpl implements Lease {
     private deadlineUs: number,
     private readonly cfg: DecisionConfig,
     private readonly onStopPoint: () => void,
+    private readonly quorumMode = false,
   ) {
     this.armStopTimer();
   }
@@ -196,6 +208,9 @@ class LeaseImpl implements Lease {
   }
 
   fence(redis: Redis | Cluster, ...command: CommandArg[]): Promise<unknown> {
+    // Why refused: no single node's check speaks for the majority; fence at the resource with
+    // lease.token instead.
+    if (this.quorumMode) return Promise.reject(new Error("fence() is not available in quorum mode: fence at the resource with lease.token"));
     return fence(redis, this.key, this.token, ...command);
   }
 
@@ -318,6 +333,8 @@ export class Elector extends EventEmitter {
   private reign = 1;
   /** Whether the application gave the base (then its reigns continue across Electors). */
   private readonly givenBase: boolean;
+  /** Quorum mode's transport (redis given as 2+ nodes), else null. */
+  private readonly quorum: Quorum | null;
 
   constructor(options: ElectorOptions) {
     super();
@@ -332,7 +349,15 @@ export class Elector extends EventEmitter {
     if (unsupported !== null) throw new RangeError(unsupported);
     this.log = options.logger ?? consoleLogger();
     this.metrics = options.metrics ?? noMetrics;
-    const factory = connectionFactory(options.redis, Math.max(100, this.config.opTimeoutUs / 1000));
+    const specs = Array.isArray(options.redis) ? options.redis : [options.redis];
+    const first = specs[0];
+    if (first === undefined) throw new RangeError("invalid configuration: redis: an empty node list");
+    this.quorum =
+      specs.length > 1
+        ? new Quorum(specs, this.config, options.nodeQuarantineMs ?? DEFAULT_NODE_QUARANTINE_MS, this.log)
+        : null;
+    // In quorum mode the single-node links below are never used (they connect lazily).
+    const factory = connectionFactory(first, Math.max(100, this.config.opTimeoutUs / 1000));
     this.blockLink = new Link(factory, this.log, "block");
     this.cmdLink = new Link(factory, this.log, "cmd");
     this.observeLink = new Link(factory, this.log, "observe");
@@ -393,6 +418,7 @@ export class Elector extends EventEmitter {
   async currentLeader(): Promise<LeaseInfo | null> {
     this.observeCalls += 1;
     try {
+      if (this.quorum !== null) return await this.quorum.observe(this.key, this.config.opTimeoutUs / 1000);
       const r = await this.observeLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.get(c, this.key));
       if (r.ok) return r.value;
       if ("aborted" in r) throw new Error("LEASE.GET aborted");
@@ -401,11 +427,15 @@ export class Elector extends EventEmitter {
       this.observeCalls -= 1;
       // Why: an open socket keeps Node's event loop (the process) alive; outside run() nothing
       // else would ever close it.
-      if (this.observeCalls === 0 && this.running === null) this.observeLink.close();
+      if (this.observeCalls === 0 && this.running === null) {
+        this.observeLink.close();
+        this.quorum?.closeObserve();
+      }
     }
   }
 
   private closeLinks(): void {
+    this.quorum?.close();
     this.blockLink.close();
     this.cmdLink.close();
     this.observeLink.close();
@@ -453,7 +483,11 @@ export class Elector extends EventEmitter {
       // currentLeader() call in flight closes observeLink itself when it is done.
       this.blockLink.close();
       this.cmdLink.close();
-      if (this.observeCalls === 0) this.observeLink.close();
+      this.quorum?.closeCommands();
+      if (this.observeCalls === 0) {
+        this.observeLink.close();
+        this.quorum?.closeObserve();
+      }
     });
     this.running = p;
     return p;
@@ -548,13 +582,19 @@ export class Elector extends EventEmitter {
     // A grant the server gave us that we may not use (not acked by replicas, or too late). We
     // hold it on the server, so we re-ask WITHOUT BLOCK; same owner = refresh, same token.
     let unconfirmed: number | null = null;
+    if (this.quorum !== null) {
+      // Q6: refuse a node list that names one server twice under any spelling, before sending.
+      const dup = await duplicateProblem(this.quorum.nodes);
+      if (dup !== null) throw new RangeError(dup);
+    }
     this.startObserving();
     for (;;) {
       if (this.resigned) {
         await this.releaseStray(unconfirmed !== null);
         return { kind: "resigned" };
       }
-      const blockUs = unconfirmed === null ? cfg.blockTimeoutUs : null;
+      // Quorum mode never BLOCKs (Q2): no node knows when a majority frees up; followers poll.
+      const blockUs = unconfirmed === null && this.quorum === null ? cfg.blockTimeoutUs : null;
       const limitUs = decide.opLimit(cfg, blockUs);
       const w = decide.waitFor(cfg);
       const blockMs = blockUs === null ? null : decide.wireMs(blockUs);
@@ -567,7 +607,10 @@ export class Elector extends EventEmitter {
       // inside lead() advances the reign, so the next campaign asks as a new owner.
       const owner = this.currentOwner;
       const sentAt = nowUs();
-      const r = await this.op(link, limitUs, (c) => t.acquire(c, this.key, owner, cfg.ttlMs, blockMs, w));
+      const r =
+        this.quorum !== null
+          ? await this.quorumAcquire(this.quorum, owner, sentAt + limitUs)
+          : await this.op(link, limitUs, (c) => t.acquire(c, this.key, owner, cfg.ttlMs, blockMs, w));
       const now = nowUs();
       if (!r.ok && "aborted" in r) {
         // Resigned while asking: the abandoned ACQUIRE may have been granted after all.
@@ -575,6 +618,11 @@ export class Elector extends EventEmitter {
         return { kind: "resigned" };
       }
       this.observe("acquire", r);
+      if (this.quorum !== null && this.quorum.takeRetiredOwner()) {
+        // Q4 + R17: that round released partial grants; its RELEASE may still execute late,
+        // so its owner is never sent again.
+        this.endReign();
+      }
       const result: decide.AcquireResult = r.ok
         ? r.value.token === null
           ? { reply: "nil" }
@@ -625,7 +673,10 @@ export class Elector extends EventEmitter {
           this.metrics.acquire("not_granted");
           // Why: BLOCK answers nil only after its timeout; a much faster nil means something
           // else is going on, and we must not spin on it.
-          const pause = decide.notGrantedPause(cfg, blockUs, sentAt, now, Math.random());
+          // Quorum mode: a round never BLOCKs, so it is judged as a BLOCKing ask that came back
+          // at once: followers poll with the loop's jittered pause instead of spinning (as the
+          // Go port does).
+          const pause = decide.notGrantedPause(cfg, this.quorum !== null ? cfg.blockTimeoutUs : blockUs, sentAt, now, Math.random());
           if (pause > 0) await this.sleepUntil(nowUs() + pause);
           break;
         }
@@ -646,6 +697,46 @@ export class Elector extends EventEmitter {
     }
   }
 
+  /** A quorum campaign round as the Outcome of one ACQUIRE (resign abandons it). */
+  private async quorumAcquire(quorum: Quorum, owner: string, untilUs: number): Promise<Outcome<t.Granted>> {
+    const ac = new AbortController();
+    this.currentOp = ac;
+    if (this.resigned) ac.abort();
+    try {
+      const r = await quorum.acquire(this.key, owner, this.config.ttlMs, untilUs, ac.signal);
+      if (r === ABORTED) return { ok: false, aborted: true };
+      if (r === "nil") return { ok: true, value: { token: null, acked: null } };
+      if (typeof r === "number") return { ok: true, value: { token: r, acked: null } };
+      return { ok: false, failure: r.failure, message: r.message };
+    } finally {
+      if (this.currentOp === ac) this.currentOp = null;
+    }
+  }
+
+  /** A quorum renewal round as the Outcome of one RENEW (resign and the stop point abandon it). */
+  private async quorumRenew(
+    quorum: Quorum,
+    owner: string,
+    token: number,
+    untilUs: number,
+    stopUs: number,
+  ): Promise<Outcome<{ renewed: boolean; acked: number | null }>> {
+    const ac = new AbortController();
+    this.currentOp = ac;
+    if (this.resigned) ac.abort();
+    // The stop point aborts a renewal round in flight: past it nothing else matters.
+    const stopTimer = setTimeout(() => ac.abort(), Math.max(0, (stopUs - nowUs()) / 1000));
+    try {
+      const r = await quorum.renew(this.key, owner, token, this.config.ttlMs, untilUs, ac.signal);
+      if (r === ABORTED) return { ok: false, aborted: true };
+      if (typeof r === "boolean") return { ok: true, value: { renewed: r, acked: null } };
+      return { ok: false, failure: r.failure, message: r.message };
+    } finally {
+      clearTimeout(stopTimer);
+      if (this.currentOp === ac) this.currentOp = null;
+    }
+  }
+
   private async lead<R>(
     token: number,
     deadlineUs: number,
@@ -657,7 +748,7 @@ export class Elector extends EventEmitter {
     let nextRenew = nextRenewUs;
     // The reign's owner: every command of this reign (RENEW, RELEASE) names it.
     const owner = this.currentOwner;
-    const lease = new LeaseImpl(token, this.key, owner, deadline, cfg, () => this.wake());
+    const lease = new LeaseImpl(token, this.key, owner, deadline, cfg, () => this.wake(), this.quorum !== null);
     this.leading = lease;
     this.metrics.leader(token, deadline / 1000, "acquired");
     this.log.info("became leader", this.fields({ token, reason: "acquired", lead_ms: Math.round((deadline - nowUs()) / 1000) }));
@@ -707,7 +798,10 @@ export class Elector extends EventEmitter {
       }
       const limitUs = decide.opLimit(cfg, null);
       const w = decide.waitFor(cfg);
-      const r = await this.op(this.cmdLink, limitUs, (c) => t.renew(c, this.key, owner, token, cfg.ttlMs, w), stop);
+      const r =
+        this.quorum !== null
+          ? await this.quorumRenew(this.quorum, owner, token, sentAt + limitUs, stop)
+          : await this.op(this.cmdLink, limitUs, (c) => t.renew(c, this.key, owner, token, cfg.ttlMs, w), stop);
       const now = nowUs();
       if (!r.ok && "aborted" in r) continue; // resign or stop point: the checks above decide.
       this.observe("renew", r);
@@ -766,7 +860,10 @@ export class Elector extends EventEmitter {
     }
     // Why release only now: the lease must stay ours until our task has stopped, otherwise the
     // next leader could start while we still work.
-    if (!overrun && decide.releaseAfter(reason)) await this.release(owner, token);
+    // Quorum mode: after a lost renewal some nodes may still hold our lease (they said 1); they
+    // are released now that the task has stopped (Q5, R13).
+    const stillHeld = this.quorum !== null && this.quorum.holdsAfterRejection();
+    if (!overrun && (decide.releaseAfter(reason) || stillHeld)) await this.release(owner, token);
     // R17: whatever happens to the RELEASE (answered, timed out and still in flight, not sent),
     // the next reign asks as a new owner, so a late RELEASE or RENEW of this one can only
     // answer 0.
@@ -782,6 +879,11 @@ export class Elector extends EventEmitter {
   /** Best-effort LEASE.RELEASE (bounded by opTimeout); if it fails the lease expires on the server. */
   private async release(owner: string, token: number): Promise<void> {
     // Not abortable by resign: releasing IS the resign's last step.
+    if (this.quorum !== null) {
+      const released = await this.quorum.release(this.key, owner, token);
+      this.log.info("released lease", this.fields({ token, released, nodes: this.quorum.n }));
+      return;
+    }
     const r = await this.cmdLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.release(c, this.key, owner, token));
     this.observe("release", r);
     if (r.ok) this.log.info("released lease", this.fields({ token, released: r.value }));
@@ -793,6 +895,12 @@ export class Elector extends EventEmitter {
   /** After resigning as a follower: an abandoned ACQUIRE may have been granted; release it if ours. */
   private async releaseStray(maybeGranted: boolean): Promise<void> {
     if (!maybeGranted) return;
+    if (this.quorum !== null) {
+      const owner = this.currentOwner;
+      const mine = await this.quorum.getOwn(this.key, owner);
+      if (mine !== null) await this.release(owner, mine.token);
+      return;
+    }
     const r = await this.cmdLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.get(c, this.key));
     // The campaign's owner: a grant an abandoned ACQUIRE of this campaign may have obtained.
     const owner = this.currentOwner;
@@ -806,7 +914,10 @@ export class Elector extends EventEmitter {
       this.observeTimer = null;
       if (this.running === null) return;
       if (this.leading === null && this.listenerCount("leader") > 0) {
-        const r = await this.observeLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.get(c, this.key));
+        const r: Outcome<LeaseInfo | null> =
+          this.quorum !== null
+            ? { ok: true, value: await this.quorum.observe(this.key, this.config.opTimeoutUs / 1000) }
+            : await this.observeLink.run(this.config.opTimeoutUs / 1000, undefined, (c) => t.get(c, this.key));
         if (r.ok) {
           const id = r.value === null ? "" : `${r.value.owner}\u0000${r.value.token}`;
           if (id !== this.lastObserved) {

@@ -29,7 +29,7 @@ export type LeadershipSettings = Omit<ElectorOptions, "redis" | "key" | "ttlMs">
 };
 
 export async function withLeadership<T>(
-  redis: ConnectionSpec,
+  redis: ConnectionSpec | ConnectionSpec[],
   key: string,
   ttlMs: number,
   routine: (lease: Lease) => Promise<T> | T,
@@ -54,7 +54,7 @@ export async function withLeadership<T>(
 /** A connection spec bound once, like a Redlock instance: `client.using(key, ttl, routine)`. */
 export class LeaseClient {
   constructor(
-    readonly redis: ConnectionSpec,
+    readonly redis: ConnectionSpec | ConnectionSpec[],
     readonly defaults: Omit<LeadershipSettings, "signal"> = {},
   ) {}
 

@@ -79,6 +79,8 @@ export class RedisServer {
   readonly dir: string;
   private proc: ChildProcess | null = null;
 
+  private extraArgs: string[] = [];
+
   private constructor(port: number, dir: string) {
     this.port = port;
     this.dir = dir;
@@ -96,7 +98,19 @@ export class RedisServer {
     return s;
   }
 
+  /** SIGKILL and start a new server process on the same port (a new run_id, no data). */
+  async restart(): Promise<void> {
+    const p = this.proc;
+    if (p && p.exitCode === null && p.signalCode === null) {
+      const exited = new Promise<void>((r) => p.once("exit", () => r()));
+      p.kill("SIGKILL");
+      await exited;
+    }
+    await this.spawn(this.extraArgs);
+  }
+
   private async spawn(extraArgs: string[]): Promise<void> {
+    this.extraArgs = extraArgs;
     const server = process.env["REDIS_SERVER"] ?? which("redis-server") ?? "redis-server";
     const mod = modulePath();
     if (!mod) throw new Error("module not found");
