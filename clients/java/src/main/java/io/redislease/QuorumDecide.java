@@ -224,22 +224,6 @@ final class QuorumDecide {
         return afterRenew(replies) != AfterRenew.UNKNOWN;
     }
 
-    /**
-     * Whether a campaign's ACQUIRE round is decided early: only once a majority can no longer
-     * grant. Otherwise every node gets the step's time, even after a majority granted: a reign
-     * on all N nodes survives more later faults, and its token is the maximum over more nodes.
-     */
-    static boolean acquireHopeless(List<Reply<Long>> replies) {
-        int n = replies.size();
-        int other = 0;
-        for (Reply<Long> r : replies) {
-            if (r.replied() && (r.failure() != null || r.value() == null || r.value() <= 0)) {
-                other++;
-            }
-        }
-        return other > n - majority(n);
-    }
-
     /** run_id from an INFO server reply, null if absent. */
     static String runIdOf(String info) {
         if (info == null) {

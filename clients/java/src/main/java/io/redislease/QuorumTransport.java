@@ -341,7 +341,13 @@ final class QuorumTransport {
         // with the loop's jittered pause instead.
         List<QuorumDecide.Reply<Long>> replies = round(c, all(),
                 i -> new CommandCall(Transport.Cmd.ACQUIRE, Transport.args(key).add(owner).add(ttlMillis)),
-                Transport::parseToken, QuorumDecide::acquireHopeless, until);
+                // Why every node gets the step's time, even once a majority can no longer
+                // grant (where the Go and Rust ports stop early): a grant still on its way is
+                // one this round must release (Q4), and a node the round stops waiting for has
+                // its connection closed (R6); the next round would reconnect it and again be
+                // too late behind the fast refusals: a grant left behind every round. A reign
+                // on all N nodes also survives more later faults.
+                Transport::parseToken, null, until);
         QuorumDecide.AfterAcquire d = QuorumDecide.afterAcquire(replies);
         if (d instanceof QuorumDecide.Raise r) {
             List<QuorumDecide.Reply<Boolean>> confirmed = round(c, r.nodes(),

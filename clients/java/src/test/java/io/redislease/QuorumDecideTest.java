@@ -93,13 +93,6 @@ class QuorumDecideTest {
     }
 
     @Test
-    void acquireRoundEndsEarlyOnlyWhenHopeless() {
-        assertFalse(QuorumDecide.acquireHopeless(List.of(tok(1), tok(2), Reply.silent())));
-        assertFalse(QuorumDecide.acquireHopeless(List.of(nil(), Reply.silent(), Reply.silent())));
-        assertTrue(QuorumDecide.acquireHopeless(List.of(nil(), Reply.failed(CONN), Reply.silent())));
-    }
-
-    @Test
     void identities() {
         String[] known = {"a", null, "c"};
         assertEquals(IdentityKind.FIRST, QuorumDecide.checkIdentity(1, "b", known).kind());
