@@ -183,6 +183,40 @@ class QuorumTest {
         }
     }
 
+    @Test
+    @Timeout(90)
+    void aNodeWhoseServerChangedCountsTowardNothingForTheQuarantine() throws Exception {
+        Duration quarantine = Duration.ofSeconds(4);
+        try (Three t = new Three()) {
+            ElectorTest.Recorder a = new ElectorTest.Recorder();
+            try (LeaderElector e = elector(t, "swap", a).nodeQuarantine(quarantine).build().start()) {
+                a.granted.get(20, TimeUnit.SECONDS);
+                // Node 3's server is replaced by a fresh one on the same port (no lease, no
+                // grace: it grants at once), then node 2 dies. Nodes 1 + new 3 would be a
+                // "majority" the old reign's state is not on.
+                int port3 = t.s.get(2).uri().getPort();
+                t.s.get(2).close();
+                t.s.set(2, RedisServer.start(port3));
+                long swappedAt = System.nanoTime();
+                t.s.get(1).kill();
+                a.revoked.get(3 * TTL.toMillis(), TimeUnit.MILLISECONDS);
+                // Not again before the quarantine (counted from when the change was seen,
+                // after swappedAt) is over.
+                long until = swappedAt + quarantine.toNanos() - 200 * Decide.MILLI;
+                while (System.nanoTime() < until) {
+                    assertFalse(e.isLeader(), "led on a node whose server changed, within its quarantine");
+                    Thread.sleep(10);
+                }
+                // After it, nodes 1 and 3 are a majority again.
+                long deadline = System.nanoTime() + 20 * Decide.SECOND;
+                while (!e.isLeader()) {
+                    assertTrue(System.nanoTime() < deadline, "never led again after the quarantine");
+                    Thread.sleep(10);
+                }
+            }
+        }
+    }
+
     /** MONITOR on one server: the LEASE.* commands it runs, in order. */
     static final class Monitor implements AutoCloseable {
         private final java.net.Socket sock;
