@@ -339,6 +339,9 @@ public final class LeaderElector implements AutoCloseable {
             }
             // Q2: quorum mode never BLOCKs (no single node knows when a majority frees up).
             Long block = unconfirmed != null || quorum != null ? null : timing.blockTimeoutNanos();
+            if (quorum != null) {
+                quorumConns.prepare(resignSignal); // first round only; before sent_at
+            }
             long limit = Decide.opLimitNanos(timing, block);
             // R1: taken BEFORE sending; the server starts the TTL after this instant.
             long sentAt = System.nanoTime();

@@ -126,6 +126,37 @@ final class QuorumTransport {
             return l;
         }
 
+        private boolean prepared;
+
+        /**
+         * Before the first round only: open every node's connection and wait for them, at most
+         * the connect timeout (max(op_timeout, 1 s)). Why: a cold JVM's first Lettuce
+         * connection (class loading, Netty, the handshake, INFO) can take longer than a round's
+         * step (op_timeout/2); without this the first rounds would time out on every node and
+         * log a spurious "redis unreachable". Called before the loop takes a round's send
+         * instant, so no deadline depends on it; later rounds never wait here (a partitioned
+         * node must not slow every poll down).
+         */
+        void prepare(CompletableFuture<?> abort) {
+            if (prepared) {
+                return;
+            }
+            prepared = true;
+            List<CompletableFuture<?>> all = new ArrayList<>();
+            for (int i = 0; i < links.length; i++) {
+                all.add(link(i));
+            }
+            try {
+                Transport.await(CompletableFuture.allOf(all.toArray(new CompletableFuture<?>[0])),
+                        System.nanoTime() + connectTimeoutNanos, abort);
+            } catch (Exception e) {
+                // A node that failed or is still connecting is dealt with by the rounds.
+                if (e instanceof InterruptedException) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }
+
         void drop(int i) {
             CompletableFuture<Transport.Link> l = links[i];
             links[i] = null;
@@ -141,8 +172,13 @@ final class QuorumTransport {
         void close() {
             for (int i = 0; i < links.length; i++) {
                 CompletableFuture<Transport.Link> l = links[i];
-                drop(i);
-                if (l != null && l.isDone() && !l.isCompletedExceptionally()) {
+                if (l == null || !l.isDone()) {
+                    drop(i); // closes it when (if) it connects
+                    continue;
+                }
+                links[i] = null;
+                if (!l.isCompletedExceptionally()) {
+                    // Closed once, and waited for a little (before the client shuts down).
                     try {
                         l.join().close().get(1, TimeUnit.SECONDS);
                     } catch (InterruptedException e) {
