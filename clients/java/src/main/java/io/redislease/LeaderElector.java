@@ -44,6 +44,12 @@ import org.slf4j.LoggerFactory;
 public final class LeaderElector implements AutoCloseable {
     private static final Logger log = LoggerFactory.getLogger(LeaderElector.class);
 
+    /**
+     * Default node quarantine of quorum mode (Q7): the module's default {@code lease.max-ttl},
+     * the longest lease a node whose server changed can have lost.
+     */
+    public static final Duration DEFAULT_NODE_QUARANTINE = Duration.ofSeconds(30);
+
     private final String key;
     /** The configured owner id (unique per process incarnation); the wire owner is base#reign (R17). */
     private final String base;
@@ -53,6 +59,10 @@ public final class LeaderElector implements AutoCloseable {
     private final Candidate candidate;
     private final ElectorMetrics metrics;
     private final Transport.Connector connector;
+    /** Quorum mode (several independent primaries, docs/quorum.md), or null for one. */
+    private final QuorumTransport quorum;
+    /** The loop's connections to the quorum nodes (elector thread only), or null. */
+    private final QuorumTransport.Conns quorumConns;
     private final LeaderListener listener;
     private final long observeIntervalNanos;
 
@@ -87,9 +97,32 @@ public final class LeaderElector implements AutoCloseable {
         this.metrics = b.metrics;
         this.listener = b.listener;
         this.observeIntervalNanos = b.observeInterval != null ? b.observeInterval.toNanos() : timing.renewIntervalNanos();
-        this.connector = b.seeds != null
-                ? Transport.cluster(b.seeds, key, b.resources, Transport.connectTimeoutNanos(timing), b.settings())
-                : Transport.standalone(b.uri, b.resources, Transport.connectTimeoutNanos(timing), b.settings());
+        if (b.nodes != null) {
+            QuorumTransport q = new QuorumTransport(b.nodes, key, timing,
+                    b.nodeQuarantine != null ? b.nodeQuarantine.toNanos() : DEFAULT_NODE_QUARANTINE.toNanos(),
+                    b.resources, b.settings());
+            this.quorum = q;
+            this.quorumConns = q.conns();
+            // In quorum mode the single-node slots below are never used; the connector only
+            // shuts the nodes' clients down.
+            this.connector = new Transport.Connector() {
+                @Override
+                public CompletableFuture<Transport.Link> connect() {
+                    return CompletableFuture.failedFuture(new IllegalStateException("quorum mode"));
+                }
+
+                @Override
+                public void shutdown() {
+                    q.shutdown();
+                }
+            };
+        } else {
+            this.quorum = null;
+            this.quorumConns = null;
+            this.connector = b.seeds != null
+                    ? Transport.cluster(b.seeds, key, b.resources, Transport.connectTimeoutNanos(timing), b.settings())
+                    : Transport.standalone(b.uri, b.resources, Transport.connectTimeoutNanos(timing), b.settings());
+        }
         // R5: the BLOCKing acquire gets a connection of its own; renewals, non-blocking calls
         // and releases use the other one. Each is closed after an abandoned call (R6).
         this.blockSlot = new Transport.Slot(connector, Transport.connectTimeoutNanos(timing));
@@ -237,6 +270,16 @@ public final class LeaderElector implements AutoCloseable {
             throw new IllegalStateException("elector terminated");
         }
         long bound = Math.max(1L, timeout.toNanos());
+        if (quorum != null) {
+            QuorumTransport.Conns c = quorum.conns();
+            try {
+                return Optional.ofNullable(quorum.get(c, System.nanoTime() + bound));
+            } catch (Transport.CommandFailed f) {
+                throw new RedisException("LEASE.GET " + key + " failed: " + f.failure);
+            } finally {
+                c.close();
+            }
+        }
         Transport.Slot slot = new Transport.Slot(connector, bound);
         try {
             return Optional.ofNullable(get(slot, System.nanoTime() + bound));
@@ -263,6 +306,9 @@ public final class LeaderElector implements AutoCloseable {
         } finally {
             blockSlot.dropAndWait();
             cmdSlot.dropAndWait();
+            if (quorumConns != null) {
+                quorumConns.close();
+            }
             if (observerThread != null) {
                 observerThread.interrupt();
                 try {
@@ -291,7 +337,11 @@ public final class LeaderElector implements AutoCloseable {
                 releaseStray(unconfirmed != null);
                 return;
             }
-            Long block = unconfirmed != null ? null : timing.blockTimeoutNanos();
+            // Q2: quorum mode never BLOCKs (no single node knows when a majority frees up).
+            Long block = unconfirmed != null || quorum != null ? null : timing.blockTimeoutNanos();
+            if (quorum != null) {
+                quorumConns.prepare(resignSignal); // first round only; before sent_at
+            }
             long limit = Decide.opLimitNanos(timing, block);
             // R1: taken BEFORE sending; the server starts the TTL after this instant.
             long sentAt = System.nanoTime();
@@ -305,6 +355,20 @@ public final class LeaderElector implements AutoCloseable {
             }
             long now = System.nanoTime();
             observe("acquire", res instanceof Decide.Failed f ? f.failure() : null);
+            // Q4 + R17: a quorum round that released partial grants retired its owner; the next
+            // round must not send it again (its RELEASE may still execute late and would free a
+            // node the next round refreshed under the same owner).
+            if (quorum != null && quorum.takeRetiredOwner() && !reuseOwner) {
+                if (!advanceReign()) {
+                    return;
+                }
+                // What the retired owner may still hold is not the new owner's to refresh; it
+                // ends on its own expiry.
+                unconfirmed = null;
+                if (res instanceof Decide.Granted) {
+                    res = new Decide.NotGranted();
+                }
+            }
             Decide.AcquireDecision d = Decide.onAcquire(timing, sentAt, now, res);
             if (d instanceof Decide.Lead lead) {
                 attempt = 0;
@@ -393,6 +457,9 @@ public final class LeaderElector implements AutoCloseable {
 
     /** LEASE.ACQUIRE key owner ttl [BLOCK ms] (+ WAIT when granted), bounded by {@code until}. */
     private Decide.AcquireResult acquire(Long block, long until) throws Transport.Aborted {
+        if (quorum != null) {
+            return quorum.acquire(quorumConns, owner, until);
+        }
         Transport.Slot slot = block != null ? blockSlot : cmdSlot;
         CommandArgs<String, String> a = Transport.args(key).add(owner).add(timing.ttlMillis());
         if (block != null) {
@@ -597,7 +664,9 @@ public final class LeaderElector implements AutoCloseable {
         // R13: a Java thread cannot be stopped by force. If it still runs, do NOT release: the
         // lease then ends on the server's own expiry (a little after our deadline), which is as
         // long as the overrunning task can be kept from overlapping a successor.
-        if (Decide.releaseAfter(reason) && !overran) {
+        // After a rejected renewal a single server holds nothing for us any more; a quorum may
+        // still hold a minority of nodes, freed now that the task has stopped (Q5).
+        if ((Decide.releaseAfter(reason) || (quorum != null && quorum.holdsAfterRejection())) && !overran) {
             release(token);
         }
         try {
@@ -626,6 +695,9 @@ public final class LeaderElector implements AutoCloseable {
 
     /** LEASE.RENEW key owner token ttl (+ WAIT when renewed), bounded by {@code until}. */
     private Decide.RenewResult renew(long token, long until) throws Transport.Aborted {
+        if (quorum != null) {
+            return quorum.renew(quorumConns, owner, token, until);
+        }
         CommandArgs<String, String> a = Transport.args(key).add(owner).add(token).add(timing.ttlMillis());
         try {
             Transport.Link link = cmdSlot.get(until, resignSignal);
@@ -652,6 +724,12 @@ public final class LeaderElector implements AutoCloseable {
     private void release(long token) {
         long until = System.nanoTime() + timing.opTimeoutNanos();
         try {
+            if (quorum != null) {
+                boolean released = quorum.release(quorumConns, owner, token);
+                observe("release", null);
+                log.info("released lease key={} owner={} token={} released={}", key, owner, token, released);
+                return;
+            }
             Transport.Link link = cmdSlot.get(until, null);
             boolean released = Transport.parseFlag(Transport.Cmd.RELEASE, call(cmdSlot,
                     link.dispatch(Transport.Cmd.RELEASE, Transport.args(key).add(owner).add(token)), until, null));
@@ -675,7 +753,8 @@ public final class LeaderElector implements AutoCloseable {
             return;
         }
         try {
-            LeaseHolder h = get(cmdSlot, System.nanoTime() + timing.opTimeoutNanos());
+            LeaseHolder h = quorum != null ? quorum.get(quorumConns, System.nanoTime() + timing.opTimeoutNanos())
+                    : get(cmdSlot, System.nanoTime() + timing.opTimeoutNanos());
             if (h != null && h.owner().equals(owner)) {
                 release(h.token());
             }
@@ -702,11 +781,13 @@ public final class LeaderElector implements AutoCloseable {
 
     private void observe() {
         Transport.Slot slot = new Transport.Slot(connector, Transport.connectTimeoutNanos(timing));
+        QuorumTransport.Conns qc = quorum != null ? quorum.conns() : null;
         Optional<LeaseHolder> last = null;
         try {
             while (!resigned() && !Thread.currentThread().isInterrupted()) {
                 try {
-                    LeaseHolder h = get(slot, System.nanoTime() + timing.opTimeoutNanos());
+                    long until = System.nanoTime() + timing.opTimeoutNanos();
+                    LeaseHolder h = qc != null ? quorum.get(qc, until) : get(slot, until);
                     Optional<LeaseHolder> now = Optional.ofNullable(h);
                     if (last == null || !sameHolder(last, now)) {
                         last = now;
@@ -729,6 +810,9 @@ public final class LeaderElector implements AutoCloseable {
             // closing
         } finally {
             slot.dropAndWait();
+            if (qc != null) {
+                qc.close();
+            }
         }
     }
 
@@ -763,6 +847,8 @@ public final class LeaderElector implements AutoCloseable {
     public static final class Builder {
         private RedisURI uri;
         private List<RedisURI> seeds;
+        private List<RedisURI> nodes;
+        private Duration nodeQuarantine;
         private ClientResources resources;
         private ProtocolVersion protocol;
         private ClientOptions clientOptions;
@@ -806,6 +892,7 @@ public final class LeaderElector implements AutoCloseable {
         public Builder redis(RedisURI uri) {
             this.uri = uri;
             this.seeds = null;
+            this.nodes = null;
             return this;
         }
 
@@ -813,6 +900,31 @@ public final class LeaderElector implements AutoCloseable {
         public Builder cluster(List<RedisURI> seeds) {
             this.seeds = new ArrayList<>(seeds);
             this.uri = null;
+            this.nodes = null;
+            return this;
+        }
+
+        /**
+         * Quorum mode (docs/quorum.md): one lease on a majority of these independent primaries
+         * (3 or 5, each with the module, none a replica of another), one fencing token per
+         * reign. Every elector of the key must list the same nodes (Q8). A list that names one
+         * server twice (any spelling: localhost and 127.0.0.1, another db number) is refused;
+         * the elector's ACL user needs {@code +info} (each new connection reads the run_id).
+         */
+        public Builder quorum(List<RedisURI> nodes) {
+            this.nodes = new ArrayList<>(nodes);
+            this.uri = null;
+            this.seeds = null;
+            return this;
+        }
+
+        /**
+         * Quorum mode: how long a node whose server identity (run_id) changed counts toward
+         * nothing (Q7); default {@link LeaderElector#DEFAULT_NODE_QUARANTINE}, never less than the TTL. Set
+         * it to the longest TTL any elector of the key uses.
+         */
+        public Builder nodeQuarantine(Duration d) {
+            this.nodeQuarantine = d;
             return this;
         }
 
@@ -945,6 +1057,29 @@ public final class LeaderElector implements AutoCloseable {
             return this;
         }
 
+        private void quorumProblem() {
+            if (nodes.size() < 2) {
+                throw new IllegalArgumentException("invalid configuration: nodes: quorum mode needs at least 2 nodes");
+            }
+            for (RedisURI n : nodes) {
+                if (n == null || !n.getSentinels().isEmpty()) {
+                    throw new IllegalArgumentException(
+                            "invalid configuration: nodes: each node is one standalone primary (no Sentinel URI)");
+                }
+            }
+            if (nodeQuarantine != null && nodeQuarantine.isNegative()) {
+                throw new IllegalArgumentException("invalid configuration: node_quarantine: must not be negative");
+            }
+            if (minReplicas != null && minReplicas > 0) {
+                throw new IllegalArgumentException(
+                        "invalid configuration: min_replicas: not in quorum mode (a majority of primaries replaces WAIT)");
+            }
+            String dup = QuorumTransport.duplicateProblem(nodes);
+            if (dup != null) {
+                throw new IllegalArgumentException("invalid configuration: nodes: " + dup);
+            }
+        }
+
         /** The timing these settings give (validated by {@link #build()}). */
         public LeaseTiming timing() {
             if (ttl == null) {
@@ -986,8 +1121,14 @@ public final class LeaderElector implements AutoCloseable {
          * @throws IllegalArgumentException {@code invalid configuration: <rule>: <why>}
          */
         public LeaderElector build() {
-            if (uri == null && seeds == null) {
-                throw new IllegalArgumentException("invalid configuration: redis: redis(uri) or cluster(seeds) is required");
+            if (uri == null && seeds == null && nodes == null) {
+                throw new IllegalArgumentException(
+                        "invalid configuration: redis: redis(uri), cluster(seeds) or quorum(nodes) is required");
+            }
+            if (nodes != null) {
+                quorumProblem();
+            } else if (nodeQuarantine != null) {
+                throw new IllegalArgumentException("invalid configuration: node_quarantine: only with quorum(nodes)");
             }
             if (seeds != null && seeds.isEmpty()) {
                 throw new IllegalArgumentException("invalid configuration: redis: cluster needs at least one seed");

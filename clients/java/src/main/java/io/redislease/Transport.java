@@ -47,6 +47,7 @@ final class Transport {
         static final Cmd RELEASE = new Cmd("LEASE.RELEASE");
         static final Cmd GET = new Cmd("LEASE.GET");
         static final Cmd FENCE = new Cmd("LEASE.FENCE");
+        static final Cmd RAISE = new Cmd("LEASE.RAISE");
 
         private final byte[] bytes;
         private final String text;

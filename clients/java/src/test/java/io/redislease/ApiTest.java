@@ -13,7 +13,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The public API of the shipped package, class by class (issue 28): internal classes such as
- * {@code Decide}, {@code Transport} and {@code ReplyOutput} stay package-private, so users can
+ * {@code Decide}, {@code Transport}, {@code QuorumDecide}, {@code QuorumTransport} and {@code ReplyOutput} stay package-private, so users can
  * only depend on what is listed here. A new public class must be added here on purpose.
  */
 class ApiTest {

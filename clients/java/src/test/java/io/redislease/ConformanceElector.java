@@ -51,13 +51,19 @@ public final class ConformanceElector {
 
     public static void main(String[] argv) throws Exception {
         Map<String, String> a = new HashMap<>();
+        // --redis is given once per node in quorum topologies (docs/conformance.md, "Quorum
+        // topologies"), in node order; every other option at most once.
+        java.util.List<String> redisUrls = new java.util.ArrayList<>();
         for (int i = 0; i < argv.length; i++) {
             String k = argv[i];
             if (!k.startsWith("--") || i + 1 >= argv.length) {
-                System.err.println("usage: --id ID --redis URL --resource HOST:PORT --out PATH --ttl-ms N [--key K] [--mode safe|ignore-deadline|reuse-owner]");
+                System.err.println("usage: --id ID --redis URL [--redis URL ...] --resource HOST:PORT --out PATH --ttl-ms N [--key K] [--mode safe|ignore-deadline|reuse-owner]");
                 System.exit(2);
             }
-            if (a.put(k, argv[++i]) != null) {
+            if (k.equals("--redis")) {
+                redisUrls.add(argv[i + 1]);
+            }
+            if (a.put(k, argv[++i]) != null && !k.equals("--redis")) {
                 System.err.println("option given twice: " + k);
                 System.exit(2);
             }
@@ -98,9 +104,16 @@ public final class ConformanceElector {
         w.record("{\"ev\":\"start\",\"t\":" + System.nanoTime() + ",\"elector\":" + str(id) + ",\"pid\":" + pid
                 + ",\"owner\":" + str(owner) + ",\"mode\":" + str(mode) + "}");
 
-        LeaderElector.Builder builder = LeaderElector.builder()
-                .redis(RedisURI.create(redis))
-                .key(key)
+        LeaderElector.Builder builder = LeaderElector.builder();
+        if (redisUrls.size() > 1) {
+            // Quorum mode over the N proxies; the node quarantine (Q7) is one TTL, as the
+            // built-in elector's: every elector uses that TTL, so that is the longest lease a
+            // restarted or wiped node can have lost.
+            builder.quorum(redisUrls.stream().map(RedisURI::create).toList()).nodeQuarantine(Duration.ofMillis(ttlMs));
+        } else {
+            builder.redis(RedisURI.create(redis));
+        }
+        builder.key(key)
                 .ttl(Duration.ofMillis(ttlMs))
                 .owner(owner)
                 // Reconnect backoff capped at one TTL (library default 5 s): the harness measures
