@@ -4,7 +4,7 @@
 //! snapshot to the engine with every request.
 
 use crate::args::{parse_u64, printable, Limits};
-use crate::state::OWNER_HARD_CAP;
+use crate::owner::OWNER_HARD_CAP;
 
 pub const DEFAULT_MAX_TTL: i64 = 30_000;
 pub const DEFAULT_MAX_OWNER_LEN: i64 = 256;
