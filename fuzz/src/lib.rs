@@ -14,11 +14,12 @@ pub use lease_core as lease;
 pub use lease_history as history;
 
 use lease::args::{self, Limits};
-use lease::config::{parse_module_args, Config, BOUNDS};
+use lease::config::{parse_module_args, setting, Config, SETTINGS};
 use lease::engine::{handle, Call, Effect, Reply, Store};
 use lease::node::Node;
+use lease::rdb::{encode_v2, Persisted, PersistedSource};
 use lease::request::Request;
-use lease::state::{Lease, Now, Persisted, PersistedSource, TOKEN_LIMIT};
+use lease::state::{Lease, Now, TOKEN_LIMIT};
 
 const NOW: Now = Now {
     mono_us: 5_000_000_000,
@@ -94,7 +95,7 @@ pub fn rdb_value(data: &[u8]) {
         if let Some(p) = Persisted::decode_v2(&buf) {
             // What a decoder accepted, re-encoded, is the same bytes (one encoding per value).
             let mut again = Vec::new();
-            p.encode_v2(&mut again);
+            encode_v2(p.as_saved(), &mut again);
             assert_eq!(again, buf, "v2 decode/encode round trip");
             check_loaded(p);
         }
@@ -111,7 +112,7 @@ fn check_loaded(p: Persisted) {
     assert_eq!(again.to_persisted(NOW), saved, "save/load round trip");
     // The module's save path (v2 from the value itself) and back.
     let mut buf = Vec::new();
-    lease.encode_v2(NOW, &mut buf);
+    encode_v2(lease.saved(NOW), &mut buf);
     let decoded = Persisted::decode_v2(&buf).expect("a saved lease decodes");
     assert_eq!(decoded, saved, "v2 save/decode round trip");
     exercise(lease);
@@ -260,28 +261,24 @@ pub fn apply_effect(data: &[u8]) {
 
 /// Module load arguments (`--loadmodule ... name value ...`, 0xFF-separated) and `CONFIG
 /// SET lease.*` values: Redis checks a CONFIG SET value against the bounds the module
-/// registered (`BOUNDS`), so any i64 within them must give usable limits and grace.
+/// registered (`SETTINGS`), so any i64 within them must give usable limits and grace.
 pub fn module_config(data: &[u8]) {
     let args = split_args(data);
     let mut cfg = Config::default();
     if let Ok(values) = parse_module_args(&args) {
         for (name, v) in values {
-            let (_, min, max) = BOUNDS
-                .iter()
-                .copied()
-                .find(|b| b.0 == name)
-                .expect("parsed names are known");
-            assert!(v >= min && v <= max, "{name}={v} out of bounds");
+            let row = setting(name).expect("parsed names are known");
+            assert!(v >= row.min && v <= row.max, "{name}={v} out of bounds");
             set(&mut cfg, name, v);
         }
     }
     // CONFIG SET: the input's bytes as i64 values, clamped into the bounds as Redis does.
-    for (chunk, &(name, min, max)) in data.chunks(8).zip(BOUNDS.iter().cycle()) {
+    for (chunk, row) in data.chunks(8).zip(SETTINGS.iter().cycle()) {
         let mut b = [0u8; 8];
         b[..chunk.len()].copy_from_slice(chunk);
         let v = i64::from_le_bytes(b);
-        if v >= min && v <= max {
-            set(&mut cfg, name, v);
+        if v >= row.min && v <= row.max {
+            set(&mut cfg, row.name, v);
         }
     }
     let l = cfg.limits();

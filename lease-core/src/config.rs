@@ -1,29 +1,65 @@
-//! `lease.max-ttl`, `lease.grace-ms`, `lease.max-owner-len` (README, Configuration) as a plain value, their
-//! bounds and defaults, and the parser of `loadmodule` arguments. The module layer keeps the
-//! three numbers in the atomics Redis' CONFIG machinery writes to and hands a `Config`
-//! snapshot to the engine with every request.
+//! The `lease.*` settings (README, Configuration): one row per setting (`SETTINGS`: name,
+//! default, bounds), `lease.max-ttl`, `lease.grace-ms`, `lease.max-owner-len` as a plain value
+//! (`Config`), and the parser of `loadmodule` arguments. The module layer keeps the numbers
+//! in the atomics Redis' CONFIG machinery writes to and hands a `Config` snapshot to the
+//! engine with every request.
 
 use crate::args::{parse_u64, printable, Limits};
-use crate::state::OWNER_HARD_CAP;
+use crate::owner::OWNER_HARD_CAP;
 
-pub const DEFAULT_MAX_TTL: i64 = 30_000;
-pub const DEFAULT_MAX_OWNER_LEN: i64 = 256;
+/// One setting, one row: its name (without the `lease.` prefix), built-in default and
+/// bounds. Everything that knows a setting reads its row: the `loadmodule` argument parser
+/// below, the module's registration with Redis (`src/module/config.rs`, which also checks
+/// CONFIG SET values against these bounds) and the fuzz target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Setting {
+    pub name: &'static str,
+    pub default: i64,
+    pub min: i64,
+    pub max: i64,
+}
+
+/// Stays below 2^31 ms (~24.8 days) so deadline arithmetic has headroom everywhere.
+pub const MAX_TTL: Setting = Setting {
+    name: "max-ttl",
+    default: 30_000,
+    min: 1,
+    max: i32::MAX as i64,
+};
+
 /// -1 = follow `lease.max-ttl` (the default: a new primary waits out the longest
 /// lease the old one could have granted).
-pub const DEFAULT_GRACE_MS: i64 = -1;
+pub const GRACE_MS: Setting = Setting {
+    name: "grace-ms",
+    default: -1,
+    min: -1,
+    max: i32::MAX as i64,
+};
+
+/// The cap matches the loader's hard cap, so no accepted owner is unloadable.
+pub const MAX_OWNER_LEN: Setting = Setting {
+    name: "max-owner-len",
+    default: 256,
+    min: 1,
+    max: OWNER_HARD_CAP as i64,
+};
 
 /// -1 = follow `lease.max-ttl` (a migrated lease stays held at least as long as any lease
 /// can have left on its source, whatever the two wall clocks say).
-pub const DEFAULT_MIGRATE_GRACE_MS: i64 = -1;
+pub const MIGRATE_GRACE_MS: Setting = Setting {
+    name: "migrate-grace-ms",
+    default: -1,
+    min: -1,
+    max: i32::MAX as i64,
+};
 
-/// (name, min, max). max-ttl stays below 2^31 ms (~24.8 days) so deadline arithmetic has
-/// headroom everywhere; the owner cap matches the loader's hard cap.
-pub const BOUNDS: [(&str, i64, i64); 4] = [
-    ("max-ttl", 1, i32::MAX as i64),
-    ("grace-ms", -1, i32::MAX as i64),
-    ("max-owner-len", 1, OWNER_HARD_CAP as i64),
-    ("migrate-grace-ms", -1, i32::MAX as i64),
-];
+/// Every setting, in the order the module registers them.
+pub const SETTINGS: [Setting; 4] = [MAX_TTL, GRACE_MS, MAX_OWNER_LEN, MIGRATE_GRACE_MS];
+
+/// The row of `name` (without the `lease.` prefix).
+pub fn setting(name: &str) -> Option<Setting> {
+    SETTINGS.iter().copied().find(|s| s.name == name)
+}
 
 /// The floor `lease.migrate-grace-ms` sets on a migrated lease's remaining time: the
 /// setting, or `max_ttl` when it is -1.
@@ -47,9 +83,9 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            max_ttl: DEFAULT_MAX_TTL,
-            grace_ms: DEFAULT_GRACE_MS,
-            max_owner_len: DEFAULT_MAX_OWNER_LEN,
+            max_ttl: MAX_TTL.default,
+            grace_ms: GRACE_MS.default,
+            max_owner_len: MAX_OWNER_LEN.default,
         }
     }
 }
@@ -82,7 +118,13 @@ pub fn parse_module_args(args: &[&[u8]]) -> Result<Vec<(&'static str, i64)>, Str
     for pair in args.chunks(2) {
         let raw_name = String::from_utf8_lossy(pair[0]);
         let name = raw_name.strip_prefix("lease.").unwrap_or(&raw_name);
-        let Some(&(canon, min, max)) = BOUNDS.iter().find(|(n, _, _)| *n == name) else {
+        let Some(Setting {
+            name: canon,
+            min,
+            max,
+            ..
+        }) = setting(name)
+        else {
             return Err(format!("unknown module argument '{}'", printable(pair[0])));
         };
         let value = if pair[1] == b"-1" {
@@ -131,6 +173,29 @@ mod tests {
         assert!(a(&["max-ttl", "5", "lease.max-ttl", "6"])
             .unwrap_err()
             .contains("twice"));
+    }
+
+    /// The rows as the README documents them (names, defaults, bounds), and each name
+    /// found by its row.
+    #[test]
+    fn one_row_per_setting() {
+        let rows: Vec<_> = SETTINGS
+            .iter()
+            .map(|s| (s.name, s.default, s.min, s.max))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("max-ttl", 30_000, 1, 2_147_483_647),
+                ("grace-ms", -1, -1, 2_147_483_647),
+                ("max-owner-len", 256, 1, 65_536),
+                ("migrate-grace-ms", -1, -1, 2_147_483_647),
+            ]
+        );
+        for s in SETTINGS {
+            assert_eq!(setting(s.name), Some(s));
+        }
+        assert_eq!(setting("lease.max-ttl"), None);
     }
 
     #[test]

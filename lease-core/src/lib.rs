@@ -4,7 +4,7 @@
 //! module layer (`src/module/`) parses through the command table, calls `engine::handle`,
 //! and its executor carries out the effects.
 //!
-//! Layering (each file uses only those above it): error, slot → state → request → admit →
+//! Layering (each file uses only those above it): error, slot → owner → rdb → state → request → admit →
 //! args → config → node → engine.
 
 pub mod admit;
@@ -13,9 +13,12 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod node;
+pub mod owner;
+pub mod rdb;
 pub mod request;
 pub mod slot;
 pub mod state;
 
 pub use error::LeaseError;
-pub use state::{Acquire, Apply, Grace, Holder, Lease, Now, Persisted, TOKEN_LIMIT};
+pub use rdb::Persisted;
+pub use state::{Acquire, Apply, Grace, Holder, Lease, Now, TOKEN_LIMIT};

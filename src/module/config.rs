@@ -1,4 +1,4 @@
-//! `lease.max-ttl`, `lease.grace-ms`, `lease.max-owner-len` (README, Configuration) as Redis stores them.
+//! The `lease.*` settings (README, Configuration; one row each in `ROWS`) as Redis stores them.
 //! Registered as module configs by `register` (so `CONFIG SET/GET lease.*`, redis.conf lines
 //! and `MODULE LOADEX ... CONFIG` work, and Redis itself refuses out-of-range values with its
 //! own one-line error), and also accepted as `loadmodule` arguments (parsed in
@@ -11,20 +11,26 @@
 //! line is what counts. When a line overrides an argument with another value, the server log
 //! says so at every load, naming both values and the winner.
 
-use crate::lease::config::{
-    migrate_grace_ms, Config, BOUNDS, DEFAULT_GRACE_MS, DEFAULT_MAX_OWNER_LEN, DEFAULT_MAX_TTL,
-    DEFAULT_MIGRATE_GRACE_MS,
-};
+use crate::lease::config::{self as setting, migrate_grace_ms, Config, Setting};
 use redis_module::{raw, Context};
 use std::ffi::CString;
 use std::os::raw::{c_char, c_int, c_longlong, c_void};
 use std::sync::atomic::{AtomicI64, Ordering};
 
-pub static MAX_TTL: AtomicI64 = AtomicI64::new(DEFAULT_MAX_TTL);
-pub static GRACE_MS: AtomicI64 = AtomicI64::new(DEFAULT_GRACE_MS);
-pub static MAX_OWNER_LEN: AtomicI64 = AtomicI64::new(DEFAULT_MAX_OWNER_LEN);
+pub static MAX_TTL: AtomicI64 = AtomicI64::new(setting::MAX_TTL.default);
+pub static GRACE_MS: AtomicI64 = AtomicI64::new(setting::GRACE_MS.default);
+pub static MAX_OWNER_LEN: AtomicI64 = AtomicI64::new(setting::MAX_OWNER_LEN.default);
 /// `lease.migrate-grace-ms` (issue 24): read by the RESTORE hook only, so not in `Config`.
-pub static MIGRATE_GRACE_MS: AtomicI64 = AtomicI64::new(DEFAULT_MIGRATE_GRACE_MS);
+pub static MIGRATE_GRACE_MS: AtomicI64 = AtomicI64::new(setting::MIGRATE_GRACE_MS.default);
+
+/// One row per setting: the core's row (name, default, bounds) and the atomic Redis writes
+/// it to. `register` registers exactly these, in this order.
+static ROWS: [(Setting, &AtomicI64); 4] = [
+    (setting::MAX_TTL, &MAX_TTL),
+    (setting::GRACE_MS, &GRACE_MS),
+    (setting::MAX_OWNER_LEN, &MAX_OWNER_LEN),
+    (setting::MIGRATE_GRACE_MS, &MIGRATE_GRACE_MS),
+];
 
 pub fn snapshot() -> Config {
     Config {
@@ -42,15 +48,9 @@ pub fn migrate_grace() -> u64 {
     )
 }
 
-/// (atomic, built-in default) of each name of `BOUNDS`.
-fn var(name: &str) -> Option<(&'static AtomicI64, i64)> {
-    match name {
-        "max-ttl" => Some((&MAX_TTL, DEFAULT_MAX_TTL)),
-        "grace-ms" => Some((&GRACE_MS, DEFAULT_GRACE_MS)),
-        "max-owner-len" => Some((&MAX_OWNER_LEN, DEFAULT_MAX_OWNER_LEN)),
-        "migrate-grace-ms" => Some((&MIGRATE_GRACE_MS, DEFAULT_MIGRATE_GRACE_MS)),
-        _ => None,
-    }
+/// The atomic of the setting `name` (a name `parse_module_args` returned).
+fn atomic(name: &str) -> Option<&'static AtomicI64> {
+    ROWS.iter().find(|(s, _)| s.name == name).map(|&(_, a)| a)
 }
 
 extern "C" fn get_value(_name: *const c_char, privdata: *mut c_void) -> c_longlong {
@@ -75,7 +75,7 @@ extern "C" fn set_value(
     }
 }
 
-/// Registers the three settings, each with the `loadmodule` argument (already validated) as
+/// Registers the settings of `ROWS`, each with the `loadmodule` argument (already validated) as
 /// its default where one was given, and loads what redis.conf or `MODULE LOADEX ... CONFIG`
 /// says. An error refuses the load: Redis then removes the registered configs itself, and
 /// nothing else has been registered that outlives the library (see `events::subscribe`).
@@ -86,10 +86,16 @@ pub fn register(ctx: &Context, args: &[(&'static str, i64)]) -> Result<(), Strin
     }) else {
         return Err("this server has no module configuration API".into());
     };
-    for &(name, min, max) in &BOUNDS {
-        let Some((atomic, builtin)) = var(name) else {
-            continue;
-        };
+    for &(
+        Setting {
+            name,
+            default: builtin,
+            min,
+            max,
+        },
+        atomic,
+    ) in &ROWS
+    {
         let default = args
             .iter()
             .rev()
@@ -122,7 +128,7 @@ pub fn register(ctx: &Context, args: &[(&'static str, i64)]) -> Result<(), Strin
         return Err("a lease.* setting was refused (the line above names it)".into());
     }
     for &(name, arg) in args {
-        let Some((atomic, _)) = var(name) else {
+        let Some(atomic) = atomic(name) else {
             continue;
         };
         let now = atomic.load(Ordering::Relaxed);

@@ -1,13 +1,9 @@
 //! The module's own data type: one key per lease, no native Redis TTL (a wall-clock jump
 //! must not delete a live lease, and a free lease keeps its token history).
 //!
-//! Encoding version 2 (written by this build; RDB, the RDB preamble of an AOF rewrite, DUMP):
-//!   ONE string buffer, `Persisted::decode_v2` in lease-core/src/state.rs has the layout:
-//!   u8 flags (bit 0 = held), u64 LE token, u64 LE grants, if held: u64 LE
-//!   expires_wall_ms and the owner as the rest of the buffer.
-//! Encoding version 1 (written by builds before it; still loaded, never written):
-//!   unsigned token, unsigned grants, unsigned held (0|1),
-//!   if held: string owner, unsigned expires_wall_ms.
+//! Encoding version 2 (written by this build; RDB, the RDB preamble of an AOF rewrite, DUMP)
+//! and version 1 (written by builds before it; still loaded, never written): the byte layout
+//! and the pure codec are lease-core/src/rdb.rs, the only place the layout is written down.
 //! Why v2: five module field calls per key cost about 1.8x the instructions of a `SET PX`
 //! key per save; one buffer call is the floor the module API allows (docs/scale.md §5).
 //! A build that knows only v1 refuses a v2 value (docs/operations.md: upgrade replicas first).
@@ -18,8 +14,8 @@
 //! (`to_lease`). It relies on REDISMODULE_OPTIONS_HANDLE_IO_ERRORS (set at load) so a short
 //! or mistyped payload is an IO error we check, not a server panic.
 
-use crate::lease::state::PersistedSource;
-use crate::lease::state::OWNER_HARD_CAP;
+use crate::lease::owner::OWNER_HARD_CAP;
+use crate::lease::rdb::{encode_v2, PersistedSource};
 use crate::lease::{Lease, Persisted};
 use crate::module::guard::guard;
 use crate::module::{ffi, node};
@@ -84,12 +80,12 @@ unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, value: *mut c_void) {
             // is correct, only slower.
             match scratch.try_borrow_mut() {
                 Ok(mut buf) => {
-                    lease.encode_v2(ffi::now(), &mut buf);
+                    encode_v2(lease.saved(ffi::now()), &mut buf);
                     raw::save_slice(io, &buf);
                 }
                 Err(_) => {
                     let mut buf = Vec::new();
-                    lease.encode_v2(ffi::now(), &mut buf);
+                    encode_v2(lease.saved(ffi::now()), &mut buf);
                     raw::save_slice(io, &buf);
                 }
             }

@@ -29,6 +29,7 @@ pub mod keys;
 pub mod node;
 pub mod policy;
 pub mod register;
+pub mod reply;
 pub mod server;
 pub mod table;
 pub mod timers;

@@ -2,8 +2,9 @@
 
 use super::testing::*;
 use super::{Counter::*, Effect::*, Event, Reply, Store};
+use crate::rdb::Persisted;
 use crate::request::Request;
-use crate::state::{Apply, Lease, Persisted, TOKEN_LIMIT};
+use crate::state::{Apply, Lease, TOKEN_LIMIT};
 use crate::LeaseError;
 
 fn acq(owner: &str, ttl: u64) -> Request<'_> {
