@@ -174,7 +174,9 @@ func (h warnRecorder) Handle(ctx context.Context, r slog.Record) error {
 func (h warnRecorder) WithAttrs(as []slog.Attr) slog.Handler {
 	return warnRecorder{h.next.WithAttrs(as), h.mu, h.msgs}
 }
-func (h warnRecorder) WithGroup(g string) slog.Handler { return warnRecorder{h.next.WithGroup(g), h.mu, h.msgs} }
+func (h warnRecorder) WithGroup(g string) slog.Handler {
+	return warnRecorder{h.next.WithGroup(g), h.mu, h.msgs}
+}
 
 func newWarnRecorder(t *testing.T) (*slog.Logger, func() []string) {
 	var mu sync.Mutex
