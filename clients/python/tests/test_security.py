@@ -32,7 +32,7 @@ from redis_lease import asyncio as lease_asyncio
 
 from .conftest import REPO, free_port
 
-TTL = 1.0
+TTL = 2.0  # the first RENEW opens a connection: a TLS handshake within op_timeout on a busy CI host
 PASSWORD = "elector-pw"
 
 
