@@ -172,6 +172,9 @@ export function classifyThrown(e: unknown): { failure: Failure; message: string;
   return { failure: { kind: "connection", graceUs: null }, message, dropConnection: true };
 }
 
+/** Sockets that already carry our permanent error listener (see Link.ensure). */
+const guarded = new WeakSet<object>();
+
 /**
  * One connection owned by the elector, replaced after any failure. Every call goes through
  * run(), which bounds it in time and honours an abort signal.
@@ -195,6 +198,15 @@ export class Link {
       conn.on("error", (err: Error) => {
         cause = err;
         this.log.debug("redis connection error", { link: this.name, error: err.message });
+        // ioredis listens for only the FIRST error of a socket (stream.once("error")). A TLS
+        // socket can emit a second one (the server's alert after a failed handshake, seen with
+        // a wrong CA), which would be an uncaught exception killing the application. Keep a
+        // listener on the socket for its whole life.
+        const stream = (conn as { stream?: { on?: (ev: "error", fn: () => void) => unknown } }).stream;
+        if (stream?.on !== undefined && !guarded.has(stream)) {
+          guarded.add(stream);
+          stream.on("error", () => undefined);
+        }
       });
       this.conn = conn;
       this.ready = conn.connect().catch((err: unknown) => {
