@@ -68,6 +68,10 @@ export const SAFE_REDIS_OPTIONS = {
   // A reply error is the server's answer, not a reason to reconnect.
   reconnectOnError: null,
   readOnly: false,
+  // No INFO "ready check" on connect: the least-privilege user (docs/security.md §3) may not
+  // run INFO, and ioredis then console.warns on every connect. A server still loading answers
+  // the lease commands with -LOADING, which the loop treats as an error and backs off from.
+  enableReadyCheck: false,
 } satisfies Partial<RedisOptions>;
 
 /** The version of the ioredis this package runs on (a peer dependency: the application's). */
@@ -168,6 +172,9 @@ export function classifyThrown(e: unknown): { failure: Failure; message: string;
   return { failure: { kind: "connection", graceUs: null }, message, dropConnection: true };
 }
 
+/** Sockets that already carry our permanent error listener (see Link.ensure). */
+const guarded = new WeakSet<object>();
+
 /**
  * One connection owned by the elector, replaced after any failure. Every call goes through
  * run(), which bounds it in time and honours an abort signal.
@@ -187,10 +194,30 @@ export class Link {
       const conn = this.factory();
       // Without a listener ioredis prints "Unhandled error event"; errors reach us through the
       // commands' rejections anyway.
-      conn.on("error", (err: Error) => this.log.debug("redis connection error", { link: this.name, error: err.message }));
+      let cause: Error | null = null;
+      conn.on("error", (err: Error) => {
+        cause = err;
+        this.log.debug("redis connection error", { link: this.name, error: err.message });
+        // ioredis listens for only the FIRST error of a socket (stream.once("error")). A TLS
+        // socket can emit a second one (the server's alert after a failed handshake, seen with
+        // a wrong CA), which would be an uncaught exception killing the application. Keep a
+        // listener on the socket for its whole life.
+        const stream = (conn as { stream?: { on?: (ev: "error", fn: () => void) => unknown } }).stream;
+        if (stream?.on !== undefined && !guarded.has(stream)) {
+          guarded.add(stream);
+          stream.on("error", () => undefined);
+        }
+      });
       this.conn = conn;
       this.ready = conn.connect().catch((err: unknown) => {
         this.drop(conn);
+        // A failed TLS handshake (or refused socket) rejects connect() with only "Connection is
+        // closed."; the reason came as an error event. Keep it in the message that is logged
+        // ("redis unreachable"), or a wrong CA is indistinguishable from a server that is down.
+        const c = cause as Error | null;
+        if (c !== null && err instanceof Error && err.name !== "ReplyError" && !err.message.includes(c.message)) {
+          throw new Error(`${err.message} (${c.message})`, { cause: c });
+        }
         throw err;
       });
     }

@@ -1,8 +1,9 @@
 // Reply parsing and error classification (no server needed).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { ReplyError } from "ioredis";
-import { classifyThrown, parseInteger, parseLeaseInfo, parseToken, ProtocolError, SAFE_REDIS_OPTIONS } from "../src/transport.js";
+import { createServer, type AddressInfo } from "node:net";
+import { Redis, ReplyError } from "ioredis";
+import { classifyThrown, Link, parseInteger, parseLeaseInfo, parseToken, ProtocolError, SAFE_REDIS_OPTIONS } from "../src/transport.js";
 
 test("tokens below 2^53 parse exactly; 2^53 and above are protocol errors, never rounded", () => {
   assert.equal(parseToken("9007199254740991", "t"), 9007199254740991);
@@ -73,5 +74,35 @@ test("ioredis versions: 5.x and 6.x accepted, any other major refused with one c
   assert.equal(ioredisProblem(IOREDIS_VERSION), null);
   for (const v of ["4.28.5", "5.2.0", "7.0.0", "garbage"]) {
     assert.match(ioredisProblem(v) ?? "", new RegExp(`^ioredis ${v} is not supported by redis-lease \\(supported: >=5\\.3\\.0 <7`));
+  }
+});
+
+test("a second error on a connection's socket is not an uncaught exception (ioredis listens once)", async () => {
+  // A server that accepts and never answers: the link connects, its PING waits.
+  const server = createServer(() => undefined);
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const port = (server.address() as AddressInfo).port;
+  const made: Redis[] = [];
+  const quietLog = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+  const link = new Link(() => {
+    const r = new Redis({ host: "127.0.0.1", port, ...SAFE_REDIS_OPTIONS });
+    made.push(r);
+    return r;
+  }, quietLog, "t");
+  const pending = link.run(5000, undefined, (c) => (c as Redis).ping());
+  try {
+    const until = performance.now() + 5000;
+    while (made[0]?.status !== "connect" && made[0]?.status !== "ready") {
+      assert.ok(performance.now() < until, `the link did not connect: ${String(made[0]?.status)}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const stream = made[0].stream;
+    // What a TLS socket does after a failed handshake: an error, then the peer's alert.
+    stream.emit("error", new Error("certificate verify failed"));
+    assert.doesNotThrow(() => stream.emit("error", new Error("tlsv1 alert decode error")));
+  } finally {
+    link.close();
+    await pending;
+    server.close();
   }
 });
