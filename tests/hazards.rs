@@ -283,6 +283,15 @@ fn restore_of_a_lease_expiring_weeks_ahead_is_clamped_not_refused() {
         Some(t),
         "token kept"
     );
+    // Bounded poll: the server writes its log file itself; read it until the line is there.
+    let end = Instant::now() + Duration::from_secs(3);
+    while !s
+        .log()
+        .contains("key 'far': the saved expiry lies 40 days beyond")
+        && Instant::now() < end
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         s.log()
             .contains("key 'far': the saved expiry lies 40 days beyond"),

@@ -158,7 +158,7 @@ fn call_context(ctx: &Context, req: &Request<'_>) -> Call {
 /// (`Lease::timer_pending`: one at or before the deadline).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum TimerEntry {
-    /// The record is right: an `ArmTimer` for a value with a pending entry is dropped (a
+    /// The record is right: the engine adds no `ArmTimer` for a value with a pending entry (a
     /// renew moves the deadline later: the entry fires early and re-arms).
     Known,
     /// An entry for this key has just been handled and is gone. It may not be the one the
@@ -191,44 +191,13 @@ fn run_on_key(
         }
     }
     let fx = SPARE_EFFECTS.with(|c| c.take());
-    let mut out = engine::handle_with(fx, node, lease.as_deref_mut(), now, call, req);
-    if !out
-        .effects
-        .iter()
-        .any(|e| matches!(e, Effect::ArmTimer { .. }))
-    {
-        if let Store::Create(lease) = std::mem::replace(&mut out.store, Store::Keep) {
-            handle.create(lease)?;
-        }
-        return Ok(out);
-    }
-    let lease = match std::mem::replace(&mut out.store, Store::Keep) {
-        Store::Create(new) => {
-            handle.create(new)?;
-            handle.lease()?
-        }
-        Store::Keep => lease,
-    };
-    if let Some(l) = lease {
-        out.effects.retain(|e| match *e {
-            Effect::ArmTimer { .. } => note_timer(l),
-            _ => true,
-        });
+    // The engine decides whether an `ArmTimer` is needed (it reads and records the value's
+    // `timer_pending`, `engine::arm_timer`); every effect it returns is carried out.
+    let mut out = engine::handle_with(fx, node, lease, now, call, req);
+    if let Store::Create(lease) = std::mem::replace(&mut out.store, Store::Keep) {
+        handle.create(lease)?;
     }
     Ok(out)
-}
-
-/// Whether an `ArmTimer` must add an entry; records it if so. `ArmTimer` is always for the
-/// lease's current deadline, and an entry pending at or before it already guarantees a
-/// look at the key in time (docs/protocol.md §6: the expiry check it triggers re-arms for the then
-/// current deadline; `Lease::set_deadline` drops the record when the deadline moves
-/// earlier).
-fn note_timer(l: &mut crate::lease::Lease) -> bool {
-    if l.timer_pending() {
-        return false;
-    }
-    l.set_timer_pending(true);
-    true
 }
 
 /// Carries out the effects, in order, for `key` in the context's selected database. `args`:
@@ -471,11 +440,10 @@ pub fn rearm_all(ctx: &Context) {
             // Forced: after loading, promotion or SWAPDB no entry is pending for any lease.
             lease.set_timer_pending(false);
             let mut out = engine::handle(&node, Some(lease), now, Call::default(), &Request::Rearm);
+            // The engine recorded the entry in the value already (`engine::arm_timer`).
             out.effects.retain(|e| match *e {
                 Effect::ArmTimer { deadline_mono_us } => {
-                    if note_timer(lease) {
-                        entries.push(timers::Entry::new(deadline_mono_us, db, name));
-                    }
+                    entries.push(timers::Entry::new(deadline_mono_us, db, name));
                     false
                 }
                 _ => true,

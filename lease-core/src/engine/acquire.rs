@@ -82,7 +82,7 @@ pub(super) fn try_acquire(
             let mut lease = Lease::new();
             let out = lease.acquire(owner, ttl_ms, now, grace, node.token_floor())?;
             if matches!(out, Acquire::Granted { .. }) || keep_key {
-                held(&lease, now, fx);
+                held(&mut lease, now, fx);
                 (out, Store::Create(lease))
             } else {
                 (out, Store::Keep)

@@ -184,9 +184,23 @@ pub(super) fn expire_lazily(lease: &mut Lease, now: Now, fx: &mut Vec<Effect>) -
 /// After a grant, refresh or renew (or the creation of a free lease key for waiters):
 /// replicate the new state and, if held, make sure a timer will fire at the deadline. A
 /// renew never moves the timer back: one that fires early just re-arms (see `Expire`).
-pub(super) fn held(lease: &Lease, now: Now, fx: &mut Vec<Effect>) {
+pub(super) fn held(lease: &mut Lease, now: Now, fx: &mut Vec<Effect>) {
     fx.push(Effect::Replicate(lease.to_apply(now)));
+    arm_timer(lease, fx);
+}
+
+/// `ArmTimer` for the lease's current deadline, unless an expiry-timer entry is already
+/// pending at or before it (`Lease::timer_pending`), and records that one now is. The engine
+/// decides this, so a table test shows it; the module passes the fact in through the value:
+/// before the engine runs it clears the record when that entry has just fired or was
+/// forgotten (a key move, a promotion), and `Lease::set_deadline` clears it when the deadline
+/// moves earlier. Why skip: a renew moves the deadline later, so the pending entry fires
+/// early and re-arms for the then current deadline (`expire`); one entry per lease suffices.
+pub(super) fn arm_timer(lease: &mut Lease, fx: &mut Vec<Effect>) {
     if let Some(deadline_mono_us) = lease.deadline_mono_us() {
-        fx.push(Effect::ArmTimer { deadline_mono_us });
+        if !lease.timer_pending() {
+            lease.set_timer_pending(true);
+            fx.push(Effect::ArmTimer { deadline_mono_us });
+        }
     }
 }

@@ -2,24 +2,22 @@
 //! (`Request::Expire`), re-arming after load, promotion or a key move (`Request::Rearm`), and
 //! a lease that arrived by MIGRATE/RESTORE (`Request::Migrated`). Cases: `expire_test.rs`.
 
-use super::effects::{expire_lazily, Effect, Outcome, Reply};
+use super::effects::{arm_timer, expire_lazily, Effect, Outcome, Reply};
 use crate::state::{Lease, Now};
 
 pub(super) fn expire(mut fx: Vec<Effect>, lease: Option<&mut Lease>, now: Now) -> Outcome {
     if let Some(lease) = lease {
         if !expire_lazily(lease, now, &mut fx) {
             // Fired early (renewed meanwhile): re-arm for the current deadline.
-            if let Some(deadline_mono_us) = lease.deadline_mono_us() {
-                fx.push(Effect::ArmTimer { deadline_mono_us });
-            }
+            arm_timer(lease, &mut fx);
         }
     }
     Outcome::new(fx, Reply::Nothing)
 }
 
 pub(super) fn rearm(mut fx: Vec<Effect>, lease: Option<&mut Lease>) -> Outcome {
-    if let Some(deadline_mono_us) = lease.and_then(|l| l.deadline_mono_us()) {
-        fx.push(Effect::ArmTimer { deadline_mono_us });
+    if let Some(lease) = lease {
+        arm_timer(lease, &mut fx);
     }
     Outcome::new(fx, Reply::Nothing)
 }
@@ -38,9 +36,7 @@ pub(super) fn migrated(
         if lease.hold_at_least(now, min_ms) {
             fx.push(Effect::Replicate(lease.to_apply(now)));
         }
-        if let Some(deadline_mono_us) = lease.deadline_mono_us() {
-            fx.push(Effect::ArmTimer { deadline_mono_us });
-        }
+        arm_timer(lease, &mut fx);
     }
     Outcome::new(fx, Reply::Nothing)
 }

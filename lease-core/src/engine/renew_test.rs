@@ -82,3 +82,33 @@ fn table() {
         assert_eq!((reply, fx), (want_reply, want_fx), "{name}");
     }
 }
+
+/// The engine decides whether a renewal arms a timer (the module passes in, through the
+/// value's record, whether an expiry-timer entry is still pending): a renew moves the
+/// deadline later, so a pending entry fires early and re-arms; none is added. Without a
+/// pending entry (it fired, or was forgotten) the renewal arms one and records it.
+#[test]
+fn a_renew_arms_a_timer_only_when_none_is_pending() {
+    let n = node();
+    let (mut held, t) = held_by("a", 0, 100);
+    held.set_timer_pending(true);
+    let (reply, after, fx) = run(&n, Some(held.clone()), at(50), client(), renew("a", t, 200));
+    assert_eq!(reply, Reply::Int(1));
+    assert!(
+        !fx.iter().any(|e| matches!(e, ArmTimer { .. })),
+        "pending entry: no new one, {fx:?}"
+    );
+    assert!(
+        after.expect("still held").timer_pending(),
+        "the record stays"
+    );
+    held.set_timer_pending(false);
+    let (_, after, fx) = run(&n, Some(held), at(50), client(), renew("a", t, 200));
+    assert!(
+        fx.contains(&ArmTimer {
+            deadline_mono_us: deadline(50, 200)
+        }),
+        "{fx:?}"
+    );
+    assert!(after.expect("still held").timer_pending(), "recorded");
+}
