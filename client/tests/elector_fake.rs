@@ -517,7 +517,7 @@ async fn an_aborted_task_that_stopped_is_released_after_the_abort() {
     assert!(wait_for(&mut rx, Duration::from_millis(50), |l| l.is_leader()).await);
     h.resign();
     let _ = timeout(TTL * 3, run).await.expect("run returns");
-    let releases = server.seen().iter().filter(|s| s.op == "release").count();
+    let releases = releases_seen(&server);
     assert_eq!(releases, 1, "{:?}", server.seen());
 }
 
@@ -550,7 +550,7 @@ async fn an_aborted_task_that_keeps_running_is_not_released() {
     let _ = timeout(Duration::from_secs(5), run)
         .await
         .expect("run returns");
-    let releases = server.seen().iter().filter(|s| s.op == "release").count();
+    let releases = releases_seen(&server);
     assert_eq!(releases, 0, "{:?}", server.seen());
 }
 
@@ -568,7 +568,7 @@ async fn keep_lease_suppresses_the_release() {
     .await
     .expect("run returns");
     assert!(matches!(out, Ok(RunOutcome::TaskFinished(()))), "{out:?}");
-    let releases = server.seen().iter().filter(|s| s.op == "release").count();
+    let releases = releases_seen(&server);
     assert_eq!(releases, 0, "{:?}", server.seen());
     assert!(server.live().is_some(), "the lease stays until it expires");
 }
@@ -662,4 +662,9 @@ fn a_stalled_runtime_leaves_the_token_stale_but_is_leader_right() {
         );
         assert!(!leader, "is_leader() must read the clock and say stop");
     });
+}
+
+/// How many `LEASE.RELEASE`s the fake server received.
+fn releases_seen(server: &FakeServer) -> usize {
+    server.seen().iter().filter(|s| s.op == "release").count()
 }
