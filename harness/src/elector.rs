@@ -284,6 +284,7 @@ impl Work {
             t: mono_ns(),
             token,
             deadline: deadline_ns(&ctx),
+            call: None,
         });
         if self.unsafe_linger {
             // The bug under test: work detached from the lease's lifetime.
