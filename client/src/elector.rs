@@ -52,6 +52,21 @@ pub enum RunOutcome<R> {
     TaskFinished(R),
 }
 
+/// How [`Elector::run_once`] ended: one reign, whatever ended it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum OnceOutcome<R> {
+    /// The leader task returned `R` by itself while leading; the lease was released.
+    Finished(R),
+    /// Leadership ended first (renewal refused, stop point reached): the task was cancelled
+    /// and has stopped (or was aborted at the local deadline). Its value, if it returned one
+    /// after the loss, is dropped: its work may have outlived the lease, so the caller must
+    /// not take it as done under leadership.
+    Lost(StepDownReason),
+    /// [`ElectorHandle::resign`] was called, before the election or during the reign (the
+    /// task stopped first, then the lease was released).
+    Resigned,
+}
+
 /// What the leader task gets: its fencing token and when to stop.
 ///
 /// The task must stop promptly once [`LeaderContext::cancelled`] fires; it fires
@@ -183,7 +198,7 @@ pub struct Elector<T: Transport = RedisTransport> {
 }
 
 enum LeadEnd<R> {
-    Lost,
+    Lost(StepDownReason),
     Resigned,
     Finished(R),
     Panicked(String),
@@ -282,6 +297,61 @@ impl<T: Transport> Elector<T> {
         Fut: Future<Output = R> + Send + 'static,
         R: Send + 'static,
     {
+        loop {
+            match self.one_reign(&mut task).await? {
+                // run() campaigns again after a lost term; the next reign has its own owner.
+                OnceOutcome::Lost(_) => {}
+                OnceOutcome::Resigned => return Ok(RunOutcome::Resigned),
+                OnceOutcome::Finished(r) => return Ok(RunOutcome::TaskFinished(r)),
+            }
+        }
+    }
+
+    /// One-shot: campaign until elected, run `task(ctx)` for that one reign while keeping the
+    /// lease renewed, and return when the reign is over; never campaign a second time (unlike
+    /// [`Elector::run`], which campaigns again after a lost term). Whatever ended the reign,
+    /// the task has stopped (or was aborted and confirmed stopped at the local deadline)
+    /// before this returns, and the lease is released only after that (R13). Call it again
+    /// for another reign (a new owner on the wire, R17). Errors talking to Redis are retried,
+    /// as in `run`; a panicking task ends it with [`LeaseError::TaskPanicked`].
+    pub async fn run_once<F, Fut, R>(&mut self, task: F) -> Result<OnceOutcome<R>, LeaseError>
+    where
+        F: FnOnce(LeaderContext) -> Fut,
+        Fut: Future<Output = R> + Send + 'static,
+        R: Send + 'static,
+    {
+        // One reign calls the task once: an FnOnce behind the FnMut the loop takes.
+        let mut task = Some(task);
+        let mut once = move |ctx: LeaderContext| {
+            let fut = task.take().map(|f| f(ctx));
+            async move {
+                match fut {
+                    Some(fut) => Some(fut.await),
+                    // Unreachable: `one_reign` starts at most one task.
+                    None => None,
+                }
+            }
+        };
+        Ok(match self.one_reign(&mut once).await? {
+            OnceOutcome::Finished(Some(r)) => OnceOutcome::Finished(r),
+            OnceOutcome::Finished(None) => {
+                return Err(LeaseError::Config(
+                    "run_once started its task twice (a bug in this crate)".into(),
+                ))
+            }
+            OnceOutcome::Lost(why) => OnceOutcome::Lost(why),
+            OnceOutcome::Resigned => OnceOutcome::Resigned,
+        })
+    }
+
+    /// Campaign until one reign ended (or resign, before any): the body of both `run` (which
+    /// calls it again after a loss) and `run_once`.
+    async fn one_reign<F, Fut, R>(&mut self, task: &mut F) -> Result<OnceOutcome<R>, LeaseError>
+    where
+        F: FnMut(LeaderContext) -> Fut,
+        Fut: Future<Output = R> + Send + 'static,
+        R: Send + 'static,
+    {
         if decide::reign_owner(&self.cfg.owner, self.reign).is_none() {
             return Err(LeaseError::Config(
                 "reign counter exhausted (2^53 - 1)".into(),
@@ -294,7 +364,7 @@ impl<T: Transport> Elector<T> {
         loop {
             if self.resign.is_cancelled() {
                 self.release_stray(unconfirmed.is_some()).await;
-                return Ok(RunOutcome::Resigned);
+                return Ok(OnceOutcome::Resigned);
             }
             let block = if unconfirmed.is_some() {
                 None
@@ -316,7 +386,7 @@ impl<T: Transport> Elector<T> {
             let Some(res) = res else {
                 // The abandoned ACQUIRE may still have been granted on the server.
                 self.release_stray(true).await;
-                return Ok(RunOutcome::Resigned);
+                return Ok(OnceOutcome::Resigned);
             };
             let now = Instant::now();
             self.observe("acquire", &res);
@@ -331,19 +401,17 @@ impl<T: Transport> Elector<T> {
                     deadline,
                     next_renew,
                 } => {
-                    attempt = 0;
-                    unconfirmed = None;
                     self.metrics.acquire("granted");
-                    let end = self.lead(token, deadline, next_renew, &mut task).await;
+                    let end = self.lead(token, deadline, next_renew, task).await;
                     // Why here, after `lead` returned: the reign's RELEASE (sent by `lead`
                     // once the task stopped) must still carry the reign's own owner.
                     let advanced = self.end_reign();
-                    match end {
-                        LeadEnd::Lost => advanced?,
-                        LeadEnd::Resigned => return Ok(RunOutcome::Resigned),
-                        LeadEnd::Finished(r) => return Ok(RunOutcome::TaskFinished(r)),
-                        LeadEnd::Panicked(m) => return Err(LeaseError::TaskPanicked(m)),
-                    }
+                    return match end {
+                        LeadEnd::Lost(why) => advanced.map(|()| OnceOutcome::Lost(why)),
+                        LeadEnd::Resigned => Ok(OnceOutcome::Resigned),
+                        LeadEnd::Finished(r) => Ok(OnceOutcome::Finished(r)),
+                        LeadEnd::Panicked(m) => Err(LeaseError::TaskPanicked(m)),
+                    };
                 }
                 AcquireDecision::Unconfirmed {
                     token,
@@ -610,7 +678,7 @@ impl<T: Transport> Elector<T> {
             (StepDownReason::TaskExited, Some(Ok(r))) => LeadEnd::Finished(r),
             (StepDownReason::TaskExited, Some(Err(e))) => LeadEnd::Panicked(e.to_string()),
             (StepDownReason::Resigned, _) => LeadEnd::Resigned,
-            _ => LeadEnd::Lost,
+            (r, _) => LeadEnd::Lost(r),
         }
     }
 

@@ -68,7 +68,8 @@ mod tls;
 mod transport;
 
 pub use config::{default_owner, ElectorConfig};
-pub use elector::{Elector, ElectorHandle, LeaderContext, Leadership, RunOutcome};
+pub use decide::StepDownReason;
+pub use elector::{Elector, ElectorHandle, LeaderContext, Leadership, OnceOutcome, RunOutcome};
 pub use error::{CommandError, ErrorKind, LeaseError};
 pub use fence::fence;
 pub use metrics::Metrics;

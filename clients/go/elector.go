@@ -54,6 +54,9 @@ type Elector struct {
 	reuseOwner bool
 
 	running atomic.Bool
+	// oneShot: this Run is a RunOnce (once.go): a lost term ends it instead of a new
+	// campaign. Set before campaign starts, read only by Run's goroutine.
+	oneShot bool
 
 	mu       sync.Mutex // guards leading, token, deadline
 	leading  bool
@@ -179,10 +182,15 @@ func (e *Elector) GetLeader() string {
 // panicked. Errors talking to Redis are never returned: they are retried with backoff,
 // logged and counted.
 func (e *Elector) Run(ctx context.Context) error {
+	return e.run(ctx, false)
+}
+
+func (e *Elector) run(ctx context.Context, oneShot bool) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
 	defer e.running.Store(false)
+	e.oneShot = oneShot
 	defer e.tr.open()()
 	if e.cfg.Callbacks.OnNewLeader != nil {
 		obsCtx, stopObs := context.WithCancel(ctx)
@@ -280,6 +288,12 @@ func (e *Elector) campaign(ctx context.Context) error {
 			}
 			if reason == ReasonResigned || reason == ReasonTaskExited {
 				return nil
+			}
+			if e.oneShot {
+				// RunOnce: one reign per call. lead returned only after the task stopped
+				// (or its deadline passed), so the caller learns of the loss after the work
+				// ended, never while it may still run.
+				return &StopError{Reason: reason}
 			}
 			if owner, ok = reignOwner(e.base, e.reign); !ok {
 				return fmt.Errorf("lease: reign %d of owner %q cannot be numbered (R17)", e.reign, e.base)

@@ -25,7 +25,12 @@
 //! - `duplicate_token`: one token granted to two electors;
 //! - `token_order`: a grant that started after an earlier reign ended carries a token that
 //!   is not higher (tokens must increase across restarts and promotions);
-//! - `orphan_write`: the resource saw a write from a reign no elector recorded.
+//! - `orphan_write`: the resource saw a write from a reign no elector recorded;
+//! - `reigns_per_call`: one call of a one-shot API (its grants carry the same `call` id,
+//!   docs/conformance.md) ran its body in more than one reign. A one-shot API promises one
+//!   reign per call; a second one means the body ran again after a lost term, under a token
+//!   the caller never saw (issue 25: Node's `withLeadership` did this). Histories of
+//!   `run()`-style electors carry no `call` and are not judged by this rule.
 //!
 //! Liveness (figures, not verdicts; targets are in docs/evidence.md):
 //! - crash failover: kill -9 of the leader -> next grant;
@@ -96,6 +101,8 @@ pub struct Reign {
     pub last_check: Option<u64>,
     pub checks: u64,
     pub stop: Option<u64>,
+    /// The one-shot call this reign ran in (`Grant::call`), if the elector records calls.
+    pub call: Option<u64>,
 }
 
 pub fn reigns(data: &RunData) -> Vec<Reign> {
@@ -104,7 +111,12 @@ pub fn reigns(data: &RunData) -> Vec<Reign> {
         let mut cur: BTreeMap<u64, usize> = BTreeMap::new();
         for e in evs {
             match e {
-                ElectorEvent::Grant { t, token, deadline } => {
+                ElectorEvent::Grant {
+                    t,
+                    token,
+                    deadline,
+                    call,
+                } => {
                     cur.insert(*token, out.len());
                     out.push(Reign {
                         elector: id.clone(),
@@ -115,6 +127,7 @@ pub fn reigns(data: &RunData) -> Vec<Reign> {
                         last_check: None,
                         checks: 0,
                         stop: None,
+                        call: *call,
                     });
                 }
                 ElectorEvent::Check {
@@ -173,6 +186,11 @@ pub struct RunReport {
     pub redis_faults_leader_kept: u64,
     /// Longest time nobody acted, between the first grant and the end of the run (ms).
     pub leaderless_max_ms: f64,
+    /// One-shot API calls that got a reign (distinct `call` ids per elector; 0 for
+    /// `run()`-style electors), and the most reigns one call had (`reigns_per_call` fails
+    /// above 1).
+    pub oneshot_calls: u64,
+    pub reigns_per_call_max: u64,
 }
 
 fn ms(ns: u64) -> f64 {
@@ -208,6 +226,33 @@ pub fn check(data: &RunData) -> RunReport {
             }
         } else {
             by_token.insert(r.token, r);
+        }
+    }
+
+    // reigns_per_call: a one-shot call promises one reign. Keyed by elector id too: call
+    // ids are numbered per process.
+    let mut per_call: BTreeMap<(&str, u64), Vec<&Reign>> = BTreeMap::new();
+    for r in &reigns {
+        if let Some(c) = r.call {
+            per_call.entry((r.elector.as_str(), c)).or_default().push(r);
+        }
+    }
+    rep.oneshot_calls = per_call.len() as u64;
+    for ((elector, call), rs) in &per_call {
+        rep.reigns_per_call_max = rep.reigns_per_call_max.max(rs.len() as u64);
+        if rs.len() > 1 {
+            let grants: Vec<String> = rs
+                .iter()
+                .map(|r| format!("token {} at {:.3}ms", r.token, ms(r.grant)))
+                .collect();
+            v(
+                "reigns_per_call",
+                format!(
+                    "{elector}'s one-shot call {call} ran {} reigns: {}",
+                    rs.len(),
+                    grants.join(", ")
+                ),
+            );
         }
     }
 
@@ -644,6 +689,8 @@ pub struct Summary {
     pub fault_free_changes: u64,
     pub redis_faults_leader_kept: u64,
     pub leaderless_max_ms: f64,
+    pub oneshot_calls: u64,
+    pub reigns_per_call_max: u64,
 }
 
 impl Summary {
@@ -665,6 +712,8 @@ impl Summary {
         self.fault_free_changes += r.fault_free_changes;
         self.redis_faults_leader_kept += r.redis_faults_leader_kept;
         self.leaderless_max_ms = self.leaderless_max_ms.max(r.leaderless_max_ms);
+        self.oneshot_calls += r.oneshot_calls;
+        self.reigns_per_call_max = self.reigns_per_call_max.max(r.reigns_per_call_max);
     }
 
     /// `runs=… violations=… crash_failover_p50_ms=… …`
@@ -699,7 +748,7 @@ impl Summary {
         };
         let faults: u64 = self.faults.values().sum();
         s += &format!(
-            " fault_free_changes_per_min={per_min:.2} fault_free_min={:.1} leaderless_max_ms={:.0} faults={faults} skipped={} redis_kept={} writes_ok={} writes_fenced={} late_fenced={} fenced_in_time={}",
+            " fault_free_changes_per_min={per_min:.2} fault_free_min={:.1} leaderless_max_ms={:.0} faults={faults} skipped={} redis_kept={} writes_ok={} writes_fenced={} late_fenced={} fenced_in_time={} oneshot_calls={} reigns_per_call_max={}",
             self.fault_free_minutes,
             self.leaderless_max_ms,
             self.faults_skipped,
@@ -707,7 +756,9 @@ impl Summary {
             self.writes_accepted,
             self.writes_rejected,
             self.late_writes_rejected,
-            self.fenced_in_time
+            self.fenced_in_time,
+            self.oneshot_calls,
+            self.reigns_per_call_max
         );
         s
     }

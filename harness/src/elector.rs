@@ -24,13 +24,19 @@
 //! client did before R17. A new campaign then refreshes a lease the previous reign still
 //! holds (same token) and a late RELEASE of that reign frees the new one; under the
 //! `late-delivery` fault the checker must flag it.
+//!
+//! # API (`--api`, docs/conformance.md)
+//! `run` (default): the library's `Elector::run`. `oneshot`: `Elector::run_once`, called again
+//! after each reign, every grant recorded with its call's number (`call`; the checker's
+//! `reigns_per_call` allows one reign per call). `oneshot-twice`, that rule's negative
+//! control: `run` (which campaigns again after a lost term) with every reign recorded as call 1.
 
 use crate::args::Args;
 use lease_harness::clock::{instant_to_ns, mono_ns};
 use lease_harness::history::{ElectorEvent, JsonlWriter};
 use lease_harness::resource::{ResourceClient, WriteResult};
 use redis_lease_client::{
-    CommandError, Elector, ElectorConfig, LeaderContext, LeaseError, LeaseInfo, Nodes,
+    CommandError, Elector, ElectorConfig, LeaderContext, LeaseError, LeaseInfo, Nodes, OnceOutcome,
     QuorumControl, QuorumTransport, RedisTransport, Replicated, RunOutcome, Transport, WaitFor,
 };
 use std::path::PathBuf;
@@ -85,7 +91,14 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         .value("--key")?
         .unwrap_or_else(|| "chaos:leader".into());
     let mode = args.value("--mode")?.unwrap_or_else(|| "safe".into());
+    let api = args.value("--api")?.unwrap_or_else(|| "run".into());
     args.done()?;
+    let api = match api.as_str() {
+        "run" => Api::Run,
+        "oneshot" => Api::OneShot,
+        "oneshot-twice" => Api::OneShotTwice,
+        a => return Err(format!("unknown --api {a} (run, oneshot, oneshot-twice)")),
+    };
     let (unsafe_linger, reuse_owner) = match mode.as_str() {
         "safe" => (false, false),
         "ignore-deadline" => (true, false),
@@ -140,11 +153,11 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         if reuse_owner {
             let t = ReuseOwner::new(nodes(&cfg, &redis, control).map_err(|e| e.to_string())?);
             let elector = Elector::with_transport(cfg, t).map_err(|e| e.to_string())?;
-            Ok::<String, String>(campaign(elector, rec, work).await)
+            Ok::<String, String>(campaign(elector, rec, work, api).await)
         } else {
             let elector =
                 Elector::with_nodes_control(cfg, &redis, control).map_err(|e| e.to_string())?;
-            Ok(campaign(elector, rec, work).await)
+            Ok(campaign(elector, rec, work, api).await)
         }
     })?;
     rec_main.write(ElectorEvent::Exit { t: mono_ns(), why });
@@ -154,8 +167,16 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Which library API takes the reigns (`--api`).
+#[derive(Clone, Copy)]
+enum Api {
+    Run,
+    OneShot,
+    OneShotTwice,
+}
+
 /// Run the library's loop until resign (SIGTERM) or an error; returns why it ended.
-async fn campaign<T: Transport>(mut elector: Elector<T>, rec: Rec, work: Work) -> String {
+async fn campaign<T: Transport>(mut elector: Elector<T>, rec: Rec, work: Work, api: Api) -> String {
     let handle = elector.handle();
     let rec2 = rec.clone();
     tokio::spawn(async move {
@@ -168,10 +189,31 @@ async fn campaign<T: Transport>(mut elector: Elector<T>, rec: Rec, work: Work) -
         rec2.write(ElectorEvent::Resign { t: mono_ns() });
         handle.resign();
     });
+    if let Api::OneShot = api {
+        // One run_once call per reign until resigned; a lost reign ends a call and the next
+        // call campaigns.
+        for call in 1u64.. {
+            let w = work.clone();
+            match elector
+                .run_once(move |ctx| async move { w.reign(ctx, Some(call)).await })
+                .await
+            {
+                Ok(OnceOutcome::Lost(_)) => {}
+                Ok(OnceOutcome::Resigned) => return "resigned".into(),
+                Ok(OnceOutcome::Finished(())) => return "task finished".into(),
+                Err(e) => return format!("error: {e}"),
+            }
+        }
+        return "out of call numbers".into();
+    }
+    let call = match api {
+        Api::OneShotTwice => Some(1),
+        _ => None,
+    };
     let outcome = elector
         .run(move |ctx| {
             let w = work.clone();
-            async move { w.reign(ctx).await }
+            async move { w.reign(ctx, call).await }
         })
         .await;
     match outcome {
@@ -273,7 +315,8 @@ impl<T: Transport + Sync> Transport for ReuseOwner<T> {
 }
 
 impl Work {
-    async fn reign(self, ctx: LeaderContext) {
+    /// One reign's work; `call`: the one-shot call it runs in (recorded on its grant).
+    async fn reign(self, ctx: LeaderContext, call: Option<u64>) {
         let token = ctx.token();
         let deadline_ns = |ctx: &LeaderContext| {
             ctx.deadline()
@@ -284,6 +327,7 @@ impl Work {
             t: mono_ns(),
             token,
             deadline: deadline_ns(&ctx),
+            call,
         });
         if self.unsafe_linger {
             // The bug under test: work detached from the lease's lifetime.

@@ -38,6 +38,7 @@ fn reign(
         t: grant * MS,
         token,
         deadline: deadline * MS,
+        call: None,
     }];
     let mut t = from;
     let mut seq = 0;
@@ -429,4 +430,126 @@ fn reissued_lower_token_after_a_reign_ended_is_caught() {
     d.electors[1].1 = e2;
     d.resource.retain(|w| w.writer == "e1");
     assert!(!kinds(&d).contains(&"token_order".to_string()));
+}
+
+/// `reign` with its grant stamped with one-shot call `call`.
+fn reign_in_call(
+    call: u64,
+    token: u64,
+    grant: u64,
+    from: u64,
+    to: u64,
+    deadline: u64,
+    stop: u64,
+) -> Vec<ElectorEvent> {
+    let mut v = reign(token, grant, from, to, deadline, stop);
+    if let Some(ElectorEvent::Grant { call: c, .. }) = v.first_mut() {
+        *c = Some(call);
+    }
+    v
+}
+
+/// e1 leads twice (tokens 10 and 12) around e2's reign (token 11), every reign on its own
+/// without overlap; only the one-shot call ids tell whether that was allowed.
+fn e1_twice(first_call: u64, second_call: u64) -> RunData {
+    let mut e1 = vec![start("e1")];
+    e1.extend(reign_in_call(first_call, 10, 0, 0, 150, 190, 155));
+    e1.extend(reign_in_call(second_call, 12, 1000, 1000, 1100, 1300, 1105));
+    let mut e2 = vec![start("e2")];
+    e2.extend(reign_in_call(1, 11, 400, 400, 600, 800, 605));
+    let mut resource = vec![];
+    for t in (0..=150).step_by(10) {
+        resource.push(write(t, "e1", 10, true, 10));
+    }
+    for t in (400..=600).step_by(10) {
+        resource.push(write(t, "e2", 11, true, 11));
+    }
+    for t in (1000..=1100).step_by(10) {
+        resource.push(write(t, "e1", 12, true, 12));
+    }
+    RunData {
+        dir: PathBuf::from("hand-made"),
+        run: run_events(vec![]),
+        resource,
+        electors: vec![("e1".into(), e1), ("e2".into(), e2)],
+    }
+}
+
+#[test]
+fn two_reigns_in_one_oneshot_call_are_caught() {
+    // The issue-25 bug: the body ran again after a lost term, within the same call.
+    let r = check(&e1_twice(1, 1));
+    let k: Vec<&str> = r.violations.iter().map(|v| v.kind.as_str()).collect();
+    assert_eq!(k, ["reigns_per_call"], "{:?}", r.violations);
+    assert!(
+        r.violations[0]
+            .detail
+            .contains("e1's one-shot call 1 ran 2 reigns"),
+        "{}",
+        r.violations[0].detail
+    );
+    assert_eq!((r.oneshot_calls, r.reigns_per_call_max), (2, 2));
+    // The same reigns in two calls: what a one-shot API must do.
+    let r = check(&e1_twice(1, 2));
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert_eq!((r.oneshot_calls, r.reigns_per_call_max), (3, 1));
+    // Call ids are numbered per process: e2's call 1 is not e1's call 1.
+    let mut d = e1_twice(1, 2);
+    if let Some(ElectorEvent::Grant { call, .. }) = d.electors[1].1.get_mut(1) {
+        *call = Some(2);
+    }
+    assert!(check(&d).violations.is_empty());
+}
+
+#[test]
+fn run_style_histories_have_no_calls_and_are_not_judged_by_calls() {
+    // run() campaigns again after a lost term by design: no `call`, no rule.
+    let r = check(&without_calls(e1_twice(1, 1)));
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert_eq!((r.oneshot_calls, r.reigns_per_call_max), (0, 0));
+    let mut s = Summary::default();
+    s.add(&r);
+    s.add(&check(&e1_twice(1, 1)));
+    let line = s.line();
+    assert!(
+        line.starts_with("runs=2 violations=1 ")
+            && line.contains(" oneshot_calls=2 reigns_per_call_max=2"),
+        "{line}"
+    );
+}
+
+#[test]
+fn grant_call_is_optional_on_the_wire() {
+    // Backward compatible: an elector that records no call writes the grant it always wrote.
+    let old: ElectorEvent =
+        serde_json::from_str(r#"{"ev":"grant","t":1,"token":2,"deadline":3}"#).expect("parse");
+    assert_eq!(
+        old,
+        ElectorEvent::Grant {
+            t: 1,
+            token: 2,
+            deadline: 3,
+            call: None
+        }
+    );
+    assert_eq!(
+        serde_json::to_string(&old).expect("json"),
+        r#"{"ev":"grant","t":1,"token":2,"deadline":3}"#
+    );
+    let new: ElectorEvent =
+        serde_json::from_str(r#"{"ev":"grant","t":1,"token":2,"deadline":3,"call":7}"#)
+            .expect("parse");
+    assert!(matches!(new, ElectorEvent::Grant { call: Some(7), .. }));
+}
+
+/// The same history as a `run()`-style elector records it: no call ids.
+fn without_calls(mut d: RunData) -> RunData {
+    for (_, evs) in &mut d.electors {
+        for e in evs {
+            if let ElectorEvent::Grant { call, .. } = e {
+                *call = None;
+            }
+        }
+    }
+    d
 }

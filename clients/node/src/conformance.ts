@@ -4,15 +4,19 @@
  *
  *   node dist/conformance.js --id ID --redis URL [--redis URL ...] --resource HOST:PORT --out PATH
  *                            --ttl-ms N --key KEY --mode safe|ignore-deadline|reuse-owner
- *                            [--api run|oneshot]
+ *                            [--api run|oneshot|oneshot-twice]
  *
  * --redis given N > 1 times: quorum mode over those N nodes, with the node quarantine (Q7) set
  * to one TTL (every elector of a campaign uses that TTL: the longest lease a restarted or
  * wiped node can have lost).
  *
  * oneshot: the same work loop through the public one-shot API, withLeadership(), called again
- * after each reign (one reign per call) instead of run(). A call whose routine runs twice is
- * the issue-25 bug: the process records `exit` with that reason and exits 3.
+ * after each reign (one reign per call) instead of run(). Each grant records its call's number
+ * (`call`); a call whose routine ran twice (the issue-25 bug) shows as two grants of one call,
+ * which the checker's reigns_per_call flags.
+ *
+ * oneshot-twice: the negative control of reigns_per_call: run(), which campaigns again after a
+ * lost term, with every reign recorded as call 1 (a one-shot API that runs its routine again).
  *
  * reuse-owner: the safe work loop, but the elector keeps its first reign's owner for every
  * reign (the behaviour before protocol R17), through a hook the package does not export. The
@@ -191,7 +195,7 @@ async function main(): Promise<void> {
   if (mode !== "safe" && mode !== "ignore-deadline" && mode !== "reuse-owner") throw new Error(`unknown --mode ${mode}`);
   const unsafeLinger = mode === "ignore-deadline";
   const api = a["--api"] ?? "run";
-  if (api !== "run" && api !== "oneshot") throw new Error(`unknown --api ${api}`);
+  if (api !== "run" && api !== "oneshot" && api !== "oneshot-twice") throw new Error(`unknown --api ${api}`);
   // The hook needs the Elector object, which withLeadership() makes itself.
   if (api === "oneshot" && mode === "reuse-owner") throw new Error("--mode reuse-owner needs --api run");
   const rec = new History(a["--out"] as string);
@@ -249,9 +253,10 @@ async function main(): Promise<void> {
     rec.write({ ev: "stop", t: monoNs(), token: lease.token, why: "unsafe linger over" });
   };
 
-  const reign = async (lease: Lease): Promise<void> => {
+  /** One reign's work; `call`: the one-shot call it runs in (none for run()). */
+  const reign = async (lease: Lease, call?: number): Promise<void> => {
     const token = lease.token;
-    rec.write({ ev: "grant", t: monoNs(), token, deadline: deadlineNs(lease.deadline) });
+    rec.write({ ev: "grant", t: monoNs(), token, deadline: deadlineNs(lease.deadline), ...(call === undefined ? {} : { call }) });
     if (unsafeLinger) {
       void unsafeLoop(lease);
       await new Promise<void>((r) => lease.signal.addEventListener("abort", () => r(), { once: true }));
@@ -280,42 +285,35 @@ async function main(): Promise<void> {
     rec.write({ ev: "stop", t: monoNs(), token, why });
   };
 
-  /** One withLeadership() call per reign until resigned; null, or why the API broke its word. */
-  const oneShots = async (): Promise<string | null> => {
+  /** One withLeadership() call per reign until resigned, each grant stamped with its call. */
+  const oneShots = async (): Promise<void> => {
     const { redis: _r, key: _k, ttlMs: _t, ...settings } = options;
+    let call = 0;
     while (!stop.signal.aborted) {
-      let calls = 0;
+      call += 1;
+      const thisCall = call;
       try {
-        await withLeadership(options.redis, key, ttlMs, async (lease) => {
-          calls += 1;
-          if (calls > 1) return; // reported below, after the call
-          await reign(lease);
-        }, { ...settings, signal: stop.signal });
+        // Every run of the routine records its grant: a second run in one call is the
+        // checker's to judge (reigns_per_call), from the history alone.
+        await withLeadership(options.redis, key, ttlMs, (lease) => reign(lease, thisCall), { ...settings, signal: stop.signal });
       } catch (e) {
         // A lost term ends the call with LeadershipLost; a resign with the signal's reason.
         if (!stop.signal.aborted && !(e instanceof LeadershipLost)) throw e;
       }
-      if (calls > 1) return `one-shot call ran its routine ${calls} times`;
     }
-    return null;
   };
 
   let why: string;
   try {
     if (api === "oneshot") {
-      const broken = await oneShots();
-      if (broken !== null) {
-        process.stderr.write(`conformance elector: ${broken}\n`);
-        rec.write({ ev: "exit", t: monoNs(), why: broken });
-        rec.close();
-        process.exit(3);
-      }
+      await oneShots();
       why = "resigned";
     } else {
       // run() returns when the task finishes; ours only returns when leadership ends, so
-      // campaign again until resigned.
+      // campaign again until resigned. oneshot-twice: every reign of this loop as call 1.
+      const task = api === "oneshot-twice" ? (lease: Lease) => reign(lease, 1) : (lease: Lease) => reign(lease);
       for (;;) {
-        const outcome = await elector.run(reign);
+        const outcome = await elector.run(task);
         if (outcome.kind === "resigned") {
           why = "resigned";
           break;

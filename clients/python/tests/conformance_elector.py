@@ -4,7 +4,7 @@ runs it with the venv's installed redis_lease:
 
     python tests/conformance_elector.py --id e3.1 --redis redis://127.0.0.1:PORT/ \\
         --resource 127.0.0.1:PORT --out history.jsonl --ttl-ms 1000 --key chaos:leader \\
-        --mode safe|ignore-deadline|reuse-owner [--api run|oneshot]
+        --mode safe|ignore-deadline|reuse-owner [--api run|oneshot|oneshot-twice]
 
 History: JSON lines on CLOCK_MONOTONIC nanoseconds (``time.monotonic_ns()``), appended and
 flushed line by line. Library logs go to stderr.
@@ -96,9 +96,12 @@ class Work:
         self.ttl_s = ttl_s
         self.unsafe = unsafe
 
-    def reign(self, lease: Lease) -> None:
+    def reign(self, lease: Lease, call: Optional[int] = None) -> None:
         token = lease.token
-        self.rec.write("grant", t=time.monotonic_ns(), token=token, deadline=deadline_ns(lease))
+        # `call`: the one-shot call this reign runs in (the checker allows one reign per call);
+        # run()-style reigns record none.
+        extra: Dict[str, Any] = {} if call is None else {"call": call}
+        self.rec.write("grant", t=time.monotonic_ns(), token=token, deadline=deadline_ns(lease), **extra)
         if self.unsafe:
             # The bug under test: work detached from the lease's lifetime.
             threading.Thread(target=self.unsafe_loop, args=(lease,), daemon=True).start()
@@ -154,8 +157,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     # an elector that keeps one owner across reigns; a late RELEASE can then end a new reign.
     p.add_argument("--mode", choices=["safe", "ignore-deadline", "reuse-owner"], default="safe")
     # oneshot: the same work loop inside `with elector.leadership()`, called again after each
-    # reign (one reign per call), instead of run().
-    p.add_argument("--api", choices=["run", "oneshot"], default="run")
+    # reign (one reign per call), instead of run(); each grant records its call's number.
+    # oneshot-twice: the negative control of the checker's reigns_per_call: run(), which
+    # campaigns again after a lost term, with every reign recorded as call 1 (a one-shot API
+    # that runs its body again after a lost term, as Node's withLeadership did).
+    p.add_argument("--api", choices=["run", "oneshot", "oneshot-twice"], default="run")
     a = p.parse_args(argv)
 
     logging.basicConfig(
@@ -189,11 +195,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if a.api == "run":
             elector.run(work.reign)
+        elif a.api == "oneshot-twice":
+            elector.run(lambda lease: work.reign(lease, call=1))
         else:
+            call = 0
             while True:
+                call += 1
                 try:
                     with elector.leadership() as lease:
-                        work.reign(lease)
+                        work.reign(lease, call=call)
                 except RuntimeError:  # resigned before the next grant
                     break
         why = "resigned"

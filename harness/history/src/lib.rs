@@ -24,11 +24,15 @@ pub enum ElectorEvent {
         mode: String,
     },
     /// The library handed us leadership: the task started with `token`; `deadline` is the
-    /// library's local deadline on the shared clock.
+    /// library's local deadline on the shared clock. `call`: the one-shot API call (a number
+    /// the elector gives each call, unique in its process) whose body this reign runs; absent
+    /// for `run()`-style electors. The checker's `reigns_per_call` allows one reign per call.
     Grant {
         t: u64,
         token: u64,
         deadline: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<u64>,
     },
     /// About to write: the decision "I am leader and act now" was taken at `t`, when the
     /// library's local deadline for this token was `deadline` (0 = the library no longer

@@ -8,6 +8,13 @@
 //
 //	lease-elector --id ID --redis URL [--redis URL ...] --resource HOST:PORT --out PATH --ttl-ms N --key KEY
 //	    --mode safe|ignore-deadline|reuse-owner [--quorum-control correct|no-unify|minority]
+//	    [--api run|oneshot|oneshot-twice]
+//
+// --api oneshot takes each term through the one-shot API, Elector.RunOnce, called again after
+// each term (one reign per call), instead of Run; every grant records its call's number
+// (`call`), and the checker's reigns_per_call allows one reign per call. oneshot-twice is that
+// rule's negative control: Run (which campaigns again after a lost term) with every reign
+// recorded as call 1.
 //
 // --redis given once: the ordinary single-primary elector. Given once per node (in node
 // order, the same for every elector): quorum mode over those independent primaries
@@ -24,6 +31,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -32,6 +40,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -124,6 +133,18 @@ type worker struct {
 	ttl     time.Duration
 	h       *history
 	e       *lease.Elector
+	// call: the one-shot call in progress (--api oneshot), 0 = none (--api run).
+	call atomic.Int64
+}
+
+// grant records the start of a reign, with the one-shot call it runs in, if any.
+func (w *worker) grant(token int64) {
+	d, ok := w.e.Deadline()
+	ev := map[string]any{"ev": "grant", "t": monoNS(), "token": token, "deadline": deadlineNS(d, ok)}
+	if c := w.call.Load(); c != 0 {
+		ev["call"] = c
+	}
+	w.h.rec(ev)
 }
 
 func (w *worker) step(r *resource, token, seq int64) {
@@ -137,8 +158,7 @@ func (w *worker) step(r *resource, token, seq int64) {
 // reign is OnStartedLeading in mode safe: check, prepare, write, pause; stop as soon as the
 // library says we no longer lead.
 func (w *worker) reign(ctx context.Context, token int64) {
-	d, ok := w.e.Deadline()
-	w.h.rec(map[string]any{"ev": "grant", "t": monoNS(), "token": token, "deadline": deadlineNS(d, ok)})
+	w.grant(token)
 	r := &resource{addr: w.res}
 	defer func() {
 		if r.conn != nil {
@@ -169,8 +189,7 @@ func (w *worker) reign(ctx context.Context, token int64) {
 // reignUnsafe is mode ignore-deadline (the negative control): the work runs detached from the
 // lease's lifetime and keeps going for 3 TTLs after the stop signal.
 func (w *worker) reignUnsafe(ctx context.Context, token int64) {
-	d, ok := w.e.Deadline()
-	w.h.rec(map[string]any{"ev": "grant", "t": monoNS(), "token": token, "deadline": deadlineNS(d, ok)})
+	w.grant(token)
 	go func() {
 		r := &resource{addr: w.res}
 		start := time.Now()
@@ -219,6 +238,7 @@ func run() int {
 	ttlMS := fs.Int64("ttl-ms", 1000, "lease TTL in ms")
 	key := fs.String("key", "chaos:leader", "lease key")
 	mode := fs.String("mode", "safe", "safe | ignore-deadline | reuse-owner")
+	api := fs.String("api", "run", "run | oneshot | oneshot-twice")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return 2
 	}
@@ -228,6 +248,10 @@ func run() int {
 	}
 	if *mode != "safe" && *mode != "ignore-deadline" && *mode != "reuse-owner" {
 		fmt.Fprintf(os.Stderr, "lease-elector: unknown --mode %s\n", *mode)
+		return 2
+	}
+	if *api != "run" && *api != "oneshot" && *api != "oneshot-twice" {
+		fmt.Fprintf(os.Stderr, "lease-elector: unknown --api %s\n", *api)
 		return 2
 	}
 	level := slog.LevelInfo
@@ -309,11 +333,39 @@ func run() int {
 		cancel()
 	}()
 	why := "resigned"
-	if err := e.Run(ctx); err != nil {
+	switch *api {
+	case "oneshot":
+		err = oneShots(ctx, e, w)
+	case "oneshot-twice":
+		w.call.Store(1)
+		err = e.Run(ctx)
+	default:
+		err = e.Run(ctx)
+	}
+	if err != nil {
 		why = "error: " + err.Error()
 	} else if ctx.Err() == nil {
 		why = "task finished"
 	}
 	h.rec(map[string]any{"ev": "exit", "t": monoNS(), "why": why})
 	return 0
+}
+
+// oneShots calls RunOnce, one call per term, until ctx is done: a lost term (a *StopError)
+// ends a call and the next call campaigns; any other error ends the process.
+func oneShots(ctx context.Context, e *lease.Elector, w *worker) error {
+	for call := int64(1); ctx.Err() == nil; call++ {
+		w.call.Store(call)
+		err := e.RunOnce(ctx)
+		var lost *lease.StopError
+		if err != nil && !errors.As(err, &lost) {
+			return err
+		}
+		if err == nil && ctx.Err() == nil {
+			// Our task returns only when its term ends, so RunOnce cannot end with nil
+			// while ctx is live.
+			return fmt.Errorf("RunOnce returned nil while not resigned")
+		}
+	}
+	return nil
 }

@@ -50,6 +50,16 @@ public final class LeaderElector implements AutoCloseable {
      */
     public static final Duration DEFAULT_NODE_QUARANTINE = Duration.ofSeconds(30);
 
+    /**
+     * R17 across elector objects: the next reign number of every owner base an application
+     * GAVE ({@link Builder#owner(String)}). Why: electors made one after another with the same
+     * base (one per {@link Builder#callAsLeader} call, or a rebuilt elector) would otherwise
+     * start again at reign 1, and a late command of an earlier object's reign could then act
+     * on a later one's lease (issue 23). Default owners are unique per elector: not kept.
+     */
+    private static final java.util.concurrent.ConcurrentHashMap<String, Long> GIVEN_BASE_NEXT_REIGN =
+            new java.util.concurrent.ConcurrentHashMap<>();
+
     private final String key;
     /** The configured owner id (unique per process incarnation); the wire owner is base#reign (R17). */
     private final String base;
@@ -58,6 +68,10 @@ public final class LeaderElector implements AutoCloseable {
     private final LeaseTiming timing;
     private final Candidate candidate;
     private final ElectorMetrics metrics;
+    /** Whether the application gave the base (then its reign numbers continue across objects). */
+    private final boolean givenBase;
+    /** One reign, then terminate ({@link Builder#callAsLeader}). */
+    private final boolean oneShot;
     private final Transport.Connector connector;
     /** Quorum mode (several independent primaries, docs/quorum.md), or null for one. */
     private final QuorumTransport quorum;
@@ -87,13 +101,18 @@ public final class LeaderElector implements AutoCloseable {
     /** The owner sent on the wire for the current reign, base#reign (written by the elector thread). */
     private volatile String owner;
 
-    private LeaderElector(Builder b, LeaseTiming timing) {
+    private LeaderElector(Builder b, LeaseTiming timing, String base, Candidate candidate, boolean oneShot) {
         this.key = b.key;
-        this.base = b.owner;
+        this.base = base;
+        this.givenBase = b.owner != null;
+        this.oneShot = oneShot;
         this.reuseOwner = b.reuseOwner;
+        if (givenBase && !reuseOwner) {
+            this.reign = GIVEN_BASE_NEXT_REIGN.getOrDefault(base, 1L);
+        }
         this.owner = Decide.reignOwner(base, reign);
         this.timing = timing;
-        this.candidate = b.candidate;
+        this.candidate = candidate;
         this.metrics = b.metrics;
         this.listener = b.listener;
         this.observeIntervalNanos = b.observeInterval != null ? b.observeInterval.toNanos() : timing.renewIntervalNanos();
@@ -304,6 +323,11 @@ public final class LeaderElector implements AutoCloseable {
         } catch (RuntimeException | Error e) {
             log.error("elector key={} owner={}: loop failed", key, owner, e);
         } finally {
+            if (givenBase && !reuseOwner) {
+                // This object's last reign number may be on the wire (a reign, or an ACQUIRE
+                // abandoned on resign): the next object with this base starts after it.
+                GIVEN_BASE_NEXT_REIGN.merge(base, reign + 1, Math::max);
+            }
             blockSlot.dropAndWait();
             cmdSlot.dropAndWait();
             if (quorumConns != null) {
@@ -376,6 +400,11 @@ public final class LeaderElector implements AutoCloseable {
                 metrics.acquire("granted");
                 StepDownReason reason = lead(lead);
                 if (reason == StepDownReason.RESIGNED) {
+                    return;
+                }
+                if (oneShot) {
+                    // callAsLeader: one reign per call, whatever ended it; the next reign
+                    // number is recorded when the loop ends (runLoop).
                     return;
                 }
                 // R17: the reign is over, whatever the reason: the next campaign asks with a
@@ -1121,6 +1150,46 @@ public final class LeaderElector implements AutoCloseable {
          * @throws IllegalArgumentException {@code invalid configuration: <rule>: <why>}
          */
         public LeaderElector build() {
+            if (candidate == null) {
+                throw new IllegalArgumentException("invalid configuration: candidate: a candidate is required");
+            }
+            return create(candidate, false);
+        }
+
+        /**
+         * One-shot (Curator's {@code LeaderSelector} without auto-requeue): build an elector
+         * from this configuration (its {@link #candidate(Candidate)}, if any, is not used),
+         * campaign until elected, run {@code task} once in that one reign while keeping the
+         * lease renewed, release the lease after the task returned, and close; it never
+         * campaigns a second time. Blocks the calling thread.
+         *
+         * <p>Returns the task's value when it returned while still leading; rethrows the task's
+         * exception when it threw while still leading. Throws {@link LeadershipLostException}
+         * when the reign ended first (renewal refused, stop point passed), after the task
+         * stopped (a task still running at the local deadline is not waited for: a Java thread
+         * cannot be stopped by force; the lease is then not released and ends on the server's
+         * expiry). Interrupting the calling thread resigns (the task is stopped first, then the
+         * lease released) and throws {@link InterruptedException}. Call it again for another
+         * reign: with a given {@link #owner(String)} the reign numbers continue (R17).
+         *
+         * @throws IllegalArgumentException {@code invalid configuration: <rule>: <why>}
+         */
+        public <T> T callAsLeader(LeaderCallable<T> task) throws Exception {
+            Objects.requireNonNull(task, "task");
+            OneShot<T> one = new OneShot<>(task);
+            LeaderElector e = create(one, true);
+            e.start();
+            try {
+                e.terminated().get();
+            } catch (InterruptedException ie) {
+                // R14: resign (stop the task, then release) before telling the caller.
+                e.close();
+                throw ie;
+            }
+            return one.outcome();
+        }
+
+        private LeaderElector create(Candidate c, boolean oneShot) {
             if (uri == null && seeds == null && nodes == null) {
                 throw new IllegalArgumentException(
                         "invalid configuration: redis: redis(uri), cluster(seeds) or quorum(nodes) is required");
@@ -1133,24 +1202,20 @@ public final class LeaderElector implements AutoCloseable {
             if (seeds != null && seeds.isEmpty()) {
                 throw new IllegalArgumentException("invalid configuration: redis: cluster needs at least one seed");
             }
-            if (candidate == null) {
-                throw new IllegalArgumentException("invalid configuration: candidate: a candidate is required");
-            }
             if (metrics == null) {
                 metrics = ElectorMetrics.NOOP;
             }
-            if (owner == null) {
-                owner = defaultOwner();
-            }
+            // Not stored in the builder: every elector built without an owner gets its own.
+            String base = owner != null ? owner : defaultOwner();
             LeaseTiming t = timing();
-            Decide.Problem p = Decide.configProblem(t, key, owner);
+            Decide.Problem p = Decide.configProblem(t, key, base);
             if (p != null) {
                 throw new IllegalArgumentException("invalid configuration: " + p);
             }
             if (observeInterval != null && observeInterval.toMillis() < 1) {
                 throw new IllegalArgumentException("invalid configuration: observe_interval: at least 1 ms");
             }
-            return new LeaderElector(this, t);
+            return new LeaderElector(this, t, base, c, oneShot);
         }
     }
 }

@@ -18,8 +18,8 @@ import org.junit.jupiter.api.Test;
  */
 class ApiTest {
     private static final Set<String> PUBLIC = Set.of("Candidate", "ElectorMetrics", "ErrorKind", "FencedException",
-            "LeaderContext", "LeaderElector", "LeaderListener", "LeaseFence", "LeaseHolder", "LeaseTiming",
-            "MicrometerElectorMetrics", "StepDownReason");
+            "LeaderCallable", "LeaderContext", "LeaderElector", "LeaderListener", "LeadershipLostException", "LeaseFence",
+            "LeaseHolder", "LeaseTiming", "MicrometerElectorMetrics", "StepDownReason");
 
     @Test
     void onlyTheListedTopLevelClassesArePublic() throws IOException, ClassNotFoundException {

@@ -29,6 +29,13 @@ import java.util.concurrent.TimeoutException;
  * a detached worker writes without checking and keeps going 3 TTLs after the stop signal.
  * Mode {@code reuse-owner} (the negative control of R17): the safe loop, with one owner for
  * every reign instead of {@code base#reign}.
+ *
+ * <p>{@code --api oneshot}: each reign through the one-shot API,
+ * {@link LeaderElector.Builder#callAsLeader(LeaderCallable)}, called again after each reign (one
+ * reign per call), instead of a started elector's loop; every grant records its call's number
+ * ({@code call}; the checker's {@code reigns_per_call} allows one reign per call). {@code --api
+ * oneshot-twice} is that rule's negative control: the elector's loop (which campaigns again after
+ * a lost term) with every reign recorded as call 1.
  */
 public final class ConformanceElector {
     private static final long PREP_MS = 15;
@@ -40,6 +47,8 @@ public final class ConformanceElector {
     private final long ttlMs;
     private final boolean unsafeLinger;
     private final OutputStream out;
+    /** The one-shot call in progress ({@code --api oneshot}), 0 = none (recorded on grants). */
+    private volatile long call;
 
     private ConformanceElector(String id, String resource, long ttlMs, boolean unsafeLinger, OutputStream out) {
         this.id = id;
@@ -57,7 +66,7 @@ public final class ConformanceElector {
         for (int i = 0; i < argv.length; i++) {
             String k = argv[i];
             if (!k.startsWith("--") || i + 1 >= argv.length) {
-                System.err.println("usage: --id ID --redis URL [--redis URL ...] --resource HOST:PORT --out PATH --ttl-ms N [--key K] [--mode safe|ignore-deadline|reuse-owner]");
+                System.err.println("usage: --id ID --redis URL [--redis URL ...] --resource HOST:PORT --out PATH --ttl-ms N [--key K] [--mode safe|ignore-deadline|reuse-owner] [--api run|oneshot|oneshot-twice]");
                 System.exit(2);
             }
             if (k.equals("--redis")) {
@@ -69,7 +78,7 @@ public final class ConformanceElector {
             }
         }
         for (String k : a.keySet()) {
-            if (!java.util.Set.of("--id", "--redis", "--resource", "--out", "--ttl-ms", "--key", "--mode").contains(k)) {
+            if (!java.util.Set.of("--id", "--redis", "--resource", "--out", "--ttl-ms", "--key", "--mode", "--api").contains(k)) {
                 System.err.println("unknown option " + k);
                 System.exit(2);
             }
@@ -94,6 +103,12 @@ public final class ConformanceElector {
             reuseOwner = true;
         } else {
             System.err.println("unknown --mode " + mode);
+            System.exit(2);
+            return;
+        }
+        String api = a.getOrDefault("--api", "run");
+        if (!java.util.Set.of("run", "oneshot", "oneshot-twice").contains(api)) {
+            System.err.println("unknown --api " + api);
             System.exit(2);
             return;
         }
@@ -123,6 +138,13 @@ public final class ConformanceElector {
         if (reuseOwner) {
             builder.reuseOwnerAcrossReigns();
         }
+        if (api.equals("oneshot")) {
+            oneShots(w, builder);
+            return;
+        }
+        if (api.equals("oneshot-twice")) {
+            w.call = 1;
+        }
         LeaderElector elector = builder.build();
 
         CompletableFuture<Void> exited = new CompletableFuture<>();
@@ -148,6 +170,56 @@ public final class ConformanceElector {
         }
         exited.complete(null);
         w.record("{\"ev\":\"exit\",\"t\":" + System.nanoTime() + ",\"why\":\"elector ended\"}");
+    }
+
+    /**
+     * {@code --api oneshot}: one callAsLeader call per reign until SIGTERM. The SIGTERM hook
+     * interrupts the calling thread, which is how a one-shot call resigns (task stopped, then
+     * RELEASE); the hook waits for that, records the exit and halts.
+     */
+    private static void oneShots(ConformanceElector w, LeaderElector.Builder builder) throws Exception {
+        Thread main = Thread.currentThread();
+        CompletableFuture<Void> loopDone = new CompletableFuture<>();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            w.record("{\"ev\":\"resign\",\"t\":" + System.nanoTime() + "}");
+            main.interrupt();
+            try {
+                loopDone.get(10, TimeUnit.SECONDS);
+            } catch (InterruptedException | ExecutionException | TimeoutException e) {
+                System.err.println("elector: one-shot call did not end after the interrupt: " + e);
+            }
+            w.record("{\"ev\":\"exit\",\"t\":" + System.nanoTime() + ",\"why\":\"resigned\"}");
+            Runtime.getRuntime().halt(0);
+        }, "sigterm"));
+        try {
+            for (long c = 1; !Thread.currentThread().isInterrupted(); c++) {
+                w.call = c;
+                try {
+                    builder.callAsLeader(ctx -> {
+                        w.reign(ctx);
+                        return null;
+                    });
+                } catch (LeadershipLostException e) {
+                    // A lost reign ends the call; the next call campaigns.
+                }
+            }
+        } catch (InterruptedException e) {
+            // SIGTERM: the call resigned.
+        } catch (Exception e) {
+            // Not a lost reign: the call failed (e.g. the elector ended before it was elected).
+            w.record("{\"ev\":\"exit\",\"t\":" + System.nanoTime() + ",\"why\":" + str("error: " + e) + "}");
+            Runtime.getRuntime().halt(1);
+        } finally {
+            loopDone.complete(null);
+        }
+        // The SIGTERM hook records the exit and halts the JVM.
+        while (true) {
+            try {
+                Thread.sleep(Long.MAX_VALUE);
+            } catch (InterruptedException e) {
+                // waiting for the hook's halt
+            }
+        }
     }
 
     private static String required(Map<String, String> a, String k) {
@@ -191,7 +263,9 @@ public final class ConformanceElector {
 
     void reign(LeaderContext ctx) {
         long token = ctx.token();
-        record("{\"ev\":\"grant\",\"t\":" + System.nanoTime() + ",\"token\":" + token + ",\"deadline\":" + deadlineNs(ctx) + "}");
+        long c = call;
+        record("{\"ev\":\"grant\",\"t\":" + System.nanoTime() + ",\"token\":" + token + ",\"deadline\":" + deadlineNs(ctx)
+                + (c != 0 ? ",\"call\":" + c : "") + "}");
         if (unsafeLinger) {
             // The bug under test: work detached from the lease's lifetime.
             Thread t = new Thread(() -> unsafeLoop(ctx), "unsafe-worker-" + token);
