@@ -31,7 +31,7 @@ usage:
                                                    --explain prints each stale write's story)
   lease-harness resource --out FILE [--no-fence]
   lease-harness elector --id ID --redis URL --resource ADDR --out FILE --ttl-ms T
-                        [--mode safe|ignore-deadline|reuse-owner]
+                        [--mode safe|ignore-deadline|reuse-owner] [--api run|oneshot|oneshot-twice]
 --elector-cmd runs PROGRAM ARGS --id --redis --resource --out --ttl-ms --key --mode for each
 elector instead of `lease-harness elector` (any language's elector; docs/conformance.md).
 faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump late-delivery (default: all);
