@@ -6,8 +6,9 @@ write leader election with it (peers/redis-py-lock/README.md says exactly what i
 One reign: ``lock.acquire()`` (blocking, the library's 0.1 s poll) -> leader; a thread calls
 ``lock.reacquire()`` every TTL/3 (resets the key's TTL to ``timeout``); the first renewal that
 fails (``LockNotOwnedError``, or any Redis error) ends the reign. The work loop's check is that
-flag and nothing else: redis-py keeps no local deadline, so a renewal stuck in a socket read
-(the client's default has no socket timeout) leaves the holder acting.
+flag and nothing else: redis-py keeps no local deadline, so a renewal waiting on a cut
+connection (the client's default socket timeout is 5 s, then it retries) leaves the holder
+acting meanwhile.
 """
 
 from __future__ import annotations
