@@ -112,7 +112,7 @@ class Compare(unittest.TestCase):
     def test_other_backends_wait_for_the_harness(self) -> None:
         p = compare.Peer(name="curator", language="Java", library="curator", version="5.9.0",
                          elector_cmd="x", backend="zookeeper")
-        args = argparse.Namespace(runs=1, electors=3, seconds=40, seed=1, ttl_ms=2000)
+        args = argparse.Namespace(runs=1, electors=3, seconds=40, seed=1, ttl_ms=2000, faults=None)
         row = compare.run_row(p, ["false"], "usage: lease-harness run ...", args, tempfile.gettempdir())
         self.assertIn("no --backend", row["not_run"])
 
