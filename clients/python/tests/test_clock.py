@@ -12,9 +12,9 @@ from typing import List
 
 import pytest
 
-from redis_lease import Elector, Lease, _core
+from redis_lease import Elector, LeaderContext, _core
 from redis_lease.asyncio import Elector as AsyncElector
-from redis_lease.asyncio import Lease as AsyncLease
+from redis_lease.asyncio import LeaderContext as AsyncLease
 
 from .conftest import RedisServer
 
@@ -43,10 +43,10 @@ def test_deadlines_are_timed_on_clock_boottime(monkeypatch: pytest.MonkeyPatch) 
 
 def test_sync_elector_is_leader_reads_the_clock(server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
     el = Elector(server.url, "clk", TTL)
-    leases: List[Lease] = []
+    leases: List[LeaderContext] = []
     started = threading.Event()
 
-    def task(lease: Lease) -> None:
+    def task(lease: LeaderContext) -> None:
         leases.append(lease)
         started.set()
         lease.stop_event.wait()
