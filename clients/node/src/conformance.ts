@@ -25,7 +25,7 @@
 import { closeSync, openSync, writeSync } from "node:fs";
 import { Socket } from "node:net";
 import { randomBytes } from "node:crypto";
-import { Elector, LeadershipLost, unsafeReuseOwnerAcrossReigns, type ElectorOptions, type Lease } from "./elector.js";
+import { Elector, LeadershipLost, unsafeReuseOwnerAcrossReigns, type ElectorOptions, type LeaderContext } from "./elector.js";
 import { withLeadership } from "./using.js";
 import { jsonLogger } from "./log.js";
 
@@ -232,7 +232,7 @@ async function main(): Promise<void> {
   };
 
   /** The bug under test (ignore-deadline): work detached from the lease's lifetime. */
-  const unsafeLoop = async (lease: Lease): Promise<void> => {
+  const unsafeLoop = async (lease: LeaderContext): Promise<void> => {
     const res = new ResourceClient(resource);
     const hardStop = performance.now() + HARD_STOP_MS;
     let stopAfter: number | null = null;
@@ -249,7 +249,7 @@ async function main(): Promise<void> {
     rec.write({ ev: "stop", t: monoNs(), token: lease.token, why: "unsafe linger over" });
   };
 
-  const reign = async (lease: Lease): Promise<void> => {
+  const reign = async (lease: LeaderContext): Promise<void> => {
     const token = lease.token;
     rec.write({ ev: "grant", t: monoNs(), token, deadline: deadlineNs(lease.deadline) });
     if (unsafeLinger) {
