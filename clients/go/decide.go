@@ -276,24 +276,24 @@ func classifyErrorLine(line string) (kind ErrorKind, grace time.Duration) {
 	return KindServer, 0
 }
 
-// StopReason says why leadership ended; also the reason label of lease_transitions_total.
-type StopReason string
+// StepDownReason says why leadership ended; also the reason label of lease_transitions_total.
+type StepDownReason string
 
 const (
 	// ReasonRenewRejected: LEASE.RENEW answered 0, the server says we do not hold the lease.
-	ReasonRenewRejected StopReason = "renew_rejected"
+	ReasonRenewRejected StepDownReason = "renew_rejected"
 	// ReasonDeadline: renewals kept failing until the stop point (deadline - stop budget).
-	ReasonDeadline StopReason = "deadline"
+	ReasonDeadline StepDownReason = "deadline"
 	// ReasonResigned: Run's context was cancelled.
-	ReasonResigned StopReason = "resigned"
+	ReasonResigned StepDownReason = "resigned"
 	// ReasonTaskExited: OnStartedLeading returned (or panicked) by itself.
-	ReasonTaskExited StopReason = "task_exited"
+	ReasonTaskExited StepDownReason = "task_exited"
 )
 
 // releaseAfter says whether to send LEASE.RELEASE after the task stopped. Not after
 // renew_rejected: the server already told us we do not hold it. After every other reason, so
 // that a waiting follower takes over at once instead of after the TTL.
-func releaseAfter(r StopReason) bool { return r != ReasonRenewRejected }
+func releaseAfter(r StepDownReason) bool { return r != ReasonRenewRejected }
 
 // cmdError is one failed command: its kind, the grace wait (KindGrace only), the message.
 type cmdError struct {
@@ -392,7 +392,7 @@ type renewDecision struct {
 	Action    renewAction
 	Deadline  time.Time
 	NextRenew time.Time
-	Reason    StopReason
+	Reason    StepDownReason
 	At        time.Time
 	Why       string // timeout | error | replicas_not_acked
 }

@@ -15,8 +15,8 @@ import "time"
 type Metrics interface {
 	// Leader: became leader with token (reason "acquired"), local deadline.
 	Leader(token int64, deadline time.Time, reason string)
-	// Follower: stepped down for reason (a StopReason).
-	Follower(reason string)
+	// Follower: stepped down for reason (the reason label of lease_transitions_total).
+	Follower(reason StepDownReason)
 	// Deadline: the local deadline moved (confirmed renewal).
 	Deadline(deadline time.Time)
 	// Acquire: one LEASE.ACQUIRE outcome: granted, not_granted, unconfirmed, late, grace, error.
@@ -25,7 +25,7 @@ type Metrics interface {
 	// trip including WAIT.
 	Renew(result string, latency time.Duration)
 	// RedisError: a failed command; op is acquire, renew, release or get, kind an ErrorKind.
-	RedisError(op, kind string)
+	RedisError(op string, kind ErrorKind)
 	// RedisUp: whether the last command reached the server.
 	RedisUp(up bool)
 	// TaskOverrun: OnStartedLeading had not returned by the local deadline.
@@ -35,10 +35,10 @@ type Metrics interface {
 type noMetrics struct{}
 
 func (noMetrics) Leader(int64, time.Time, string) {}
-func (noMetrics) Follower(string)                 {}
+func (noMetrics) Follower(StepDownReason)         {}
 func (noMetrics) Deadline(time.Time)              {}
 func (noMetrics) Acquire(string)                  {}
 func (noMetrics) Renew(string, time.Duration)     {}
-func (noMetrics) RedisError(string, string)       {}
+func (noMetrics) RedisError(string, ErrorKind)    {}
 func (noMetrics) RedisUp(bool)                    {}
 func (noMetrics) TaskOverrun()                    {}

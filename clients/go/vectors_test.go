@@ -411,7 +411,7 @@ var deciders = map[string]decider{
 		return map[string]any{"stop": mustStop(p, at(in.int("deadline_us")), at(in.int("now_us")))}
 	},
 	"step_down": func(t vt, where string, _ params, in *input) map[string]any {
-		r := StopReason(in.str("reason"))
+		r := StepDownReason(in.str("reason"))
 		switch r {
 		case ReasonRenewRejected, ReasonDeadline, ReasonResigned, ReasonTaskExited:
 		default:
