@@ -18,7 +18,7 @@ import org.junit.jupiter.api.Test;
  */
 class ApiTest {
     private static final Set<String> PUBLIC = Set.of("Candidate", "ElectorMetrics", "ErrorKind", "FencedException",
-            "LeaderContext", "LeaderElector", "LeaderListener", "LeaseFence", "LeaseHolder", "LeaseTiming",
+            "LeaderContext", "LeaderElector", "LeaderListener", "LeaseFence", "LeaseInfo", "LeaseTiming",
             "MicrometerElectorMetrics", "StepDownReason");
 
     @Test
