@@ -286,7 +286,7 @@ func (e *Elector) campaign(ctx context.Context) error {
 			}
 		case actUnconfirmed:
 			attempt, unconfirmed = 0, d.Token
-			if d.Why == "late_reply" {
+			if d.Why == whyLateReply {
 				// Expected after a BLOCK that waited longer than the stop window: debug only.
 				e.m.Acquire("late")
 				e.log.Debug("grant arrived after its stop point; re-asking without BLOCK", "token", d.Token, "reason", d.Why)
@@ -472,7 +472,7 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 			}
 			reason = d.Reason
 		case renRetry:
-			if d.Why == "replicas_not_acked" {
+			if d.Why == retryReplicasNotAcked {
 				e.m.Renew("unconfirmed", recvAt.Sub(sentAt))
 			} else {
 				e.m.Renew("error", recvAt.Sub(sentAt))
