@@ -2,7 +2,7 @@
 
 - :class:`redis_lease.Elector` (threads) and :class:`redis_lease.asyncio.Elector` (asyncio),
   same shape: ``run(task)``, ``resign()``, ``leadership(timeout=...)``, ``current_leader()``,
-  ``fence(token, *command)``, ``is_leader()``, ``state`` / ``on_change``.
+  ``fence(token, *command)``, ``is_leader()``, ``role`` / ``on_change``.
 - :mod:`redis_lease.decide`: the pure decisions (deadlines, what each reply means, backoff),
   tested with the shared vectors.
 - :mod:`redis_lease.metrics`: optional Prometheus metrics.

@@ -84,7 +84,7 @@ class RoleChange(decide.Label):
 @dataclass(frozen=True)
 class Role:
     """Leader or follower, as the loop last published it (passed to ``on_change`` on every
-    transition; :attr:`Elector.state`). A snapshot: it does not re-check the clock.
+    transition; :attr:`Elector.role`). A snapshot: it does not re-check the clock.
 
     ``deadline`` is the local deadline on the ``time.monotonic()`` clock (None as follower);
     ``reason`` is a :class:`RoleChange` (``acquired`` for a new reign) or, as a follower after

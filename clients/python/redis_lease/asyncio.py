@@ -54,7 +54,7 @@ class LeaderContext:
     before the local deadline; a task still running at the deadline is cancelled.
     :meth:`is_leader` and ``stop_event.is_set()`` read the clock on every call, so they are
     right even right after the event loop was stalled; a flag copied out of them earlier, and
-    ``Elector.state``, are not. Call :meth:`is_leader` right before every step that is not
+    ``Elector.role``, are not. Call :meth:`is_leader` right before every step that is not
     fenced; fenced writes are refused by the resource either way.
     """
 
@@ -306,13 +306,13 @@ class Elector:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
 
     @property
-    def state(self) -> _core.Role:
+    def role(self) -> _core.Role:
         """The last transition the loop published: a snapshot (see :meth:`is_leader`)."""
         return self._core.state
 
     def is_leader(self) -> bool:
         """True while a reign is on and its stop point is ahead; reads the clock on every call,
-        so it is right as the first thing after a stalled event loop (``state`` is the last
+        so it is right as the first thing after a stalled event loop (``role`` is the last
         transition the loop published)."""
         t = self._core.term
         return t is not None and t.leading()

@@ -339,7 +339,7 @@ class Elector:
     # -- public API ------------------------------------------------------------------------------
 
     @property
-    def state(self) -> _core.Role:
+    def role(self) -> _core.Role:
         """The last transition the loop published (leader with token and deadline, or follower):
         a snapshot, not re-checked against the clock; use :meth:`is_leader` for that."""
         return self._core.state
@@ -347,7 +347,7 @@ class Elector:
     def is_leader(self) -> bool:
         """True while a reign is on and its stop point is ahead. Reads the clock on every call
         (like :meth:`LeaderContext.is_leader`): right even as the first thing after a pause, before
-        the loop ran. (:attr:`state` is the last published transition.)"""
+        the loop ran. (:attr:`role` is the last published transition.)"""
         t = self._core.term
         return t is not None and t.leading()
 

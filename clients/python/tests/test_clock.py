@@ -72,7 +72,7 @@ def test_async_objects_after_a_loop_stall_past_the_stop_point(server: RedisServe
     """Issue 33: the event loop is stalled (a CPU spin in task code) past the stop point. Right
     after the stall, before the loop ran anything else, every object handed out reads the
     clock: the stop event is set, is_leader() is false on the lease and on the elector. Only
-    ``state`` (the last transition, published by the loop) is still the old one."""
+    ``role`` (the last transition, published by the loop) is still the old one."""
 
     async def main() -> None:
         el = AsyncElector(server.url, "stall", TTL)
@@ -86,7 +86,7 @@ def test_async_objects_after_a_loop_stall_past_the_stop_point(server: RedisServe
             seen["stop_event.is_set"] = lease.stop_event.is_set()
             seen["lease.is_leader"] = lease.is_leader()
             seen["elector.is_leader"] = el.is_leader()
-            seen["state.is_leader"] = el.state.is_leader
+            seen["role.is_leader"] = el.role.is_leader
             await lease.stop_event.wait()
 
         t = asyncio.ensure_future(el.run(task))
@@ -99,7 +99,7 @@ def test_async_objects_after_a_loop_stall_past_the_stop_point(server: RedisServe
             "stop_event.is_set": True,
             "lease.is_leader": False,
             "elector.is_leader": False,
-            "state.is_leader": True,
+            "role.is_leader": True,
         }
 
     asyncio.run(main())

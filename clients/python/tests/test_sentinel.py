@@ -108,7 +108,7 @@ def test_leads_through_sentinel_and_follows_a_failover(topology: List[Any]) -> N
         end = time.monotonic() + 20
         while True:
             info = _wire.parse_get(redis.Redis(port=replica.port).execute_command("LEASE.GET", "sentinel-job"))
-            st = el.state
+            st = el.role
             if (
                 isinstance(info, _wire.LeaseInfo)
                 and info.owner.rsplit("#", 1)[0] == el.owner
