@@ -361,7 +361,7 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 	e.mu.Lock()
 	e.leading, e.token, e.deadline = true, token, deadline
 	e.mu.Unlock()
-	e.m.Leader(token, toGo(deadline), "acquired")
+	e.m.Leader(token, toGo(deadline))
 	e.log.Info("became leader", "token", token, "reason", "acquired", "reign", e.reign, "lead_ms", until(deadline).Milliseconds())
 	e.newLeader(owner)
 

@@ -43,7 +43,7 @@ func (m *countingMetrics) get(k string) int {
 	defer m.mu.Unlock()
 	return m.counts[k]
 }
-func (m *countingMetrics) Leader(int64, time.Time, string) { m.add("leader") }
+func (m *countingMetrics) Leader(int64, time.Time)         { m.add("leader") }
 func (m *countingMetrics) Follower(r StepDownReason)       { m.add("follower:" + string(r)) }
 func (m *countingMetrics) Deadline(time.Time)              { m.add("deadline") }
 func (m *countingMetrics) Acquire(r string)                { m.add("acquire:" + r) }

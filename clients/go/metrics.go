@@ -13,8 +13,9 @@ import "time"
 //
 // Methods are called from the elector's goroutines and must not block.
 type Metrics interface {
-	// Leader: became leader with token (reason "acquired"), local deadline.
-	Leader(token int64, deadline time.Time, reason string)
+	// Leader: became leader with token (the transition's reason label is "acquired"), local
+	// deadline.
+	Leader(token int64, deadline time.Time)
 	// Follower: stepped down for reason (the reason label of lease_transitions_total).
 	Follower(reason StepDownReason)
 	// Deadline: the local deadline moved (confirmed renewal).
@@ -34,11 +35,11 @@ type Metrics interface {
 
 type noMetrics struct{}
 
-func (noMetrics) Leader(int64, time.Time, string) {}
-func (noMetrics) Follower(StepDownReason)         {}
-func (noMetrics) Deadline(time.Time)              {}
-func (noMetrics) Acquire(string)                  {}
-func (noMetrics) Renew(string, time.Duration)     {}
-func (noMetrics) RedisError(string, ErrorKind)    {}
-func (noMetrics) RedisUp(bool)                    {}
-func (noMetrics) TaskOverrun()                    {}
+func (noMetrics) Leader(int64, time.Time)      {}
+func (noMetrics) Follower(StepDownReason)      {}
+func (noMetrics) Deadline(time.Time)           {}
+func (noMetrics) Acquire(string)               {}
+func (noMetrics) Renew(string, time.Duration)  {}
+func (noMetrics) RedisError(string, ErrorKind) {}
+func (noMetrics) RedisUp(bool)                 {}
+func (noMetrics) TaskOverrun()                 {}

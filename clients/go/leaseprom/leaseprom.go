@@ -93,10 +93,10 @@ func (m *Metrics) secondsLeft() float64 {
 	return 0
 }
 
-func (m *Metrics) Leader(token int64, deadline time.Time, reason string) {
+func (m *Metrics) Leader(token int64, deadline time.Time) {
 	m.isLeader.Set(1)
 	m.token.Set(float64(token))
-	m.transitions.WithLabelValues("leader", reason).Inc()
+	m.transitions.WithLabelValues("leader", "acquired").Inc()
 	m.Deadline(deadline)
 }
 
