@@ -22,7 +22,7 @@ async fn main() -> Result<(), redis_lease_client::LeaseError> {
 
     let outcome = elector
         .run(|ctx| async move {
-            // We lead now. ctx.token() is this term's fencing token.
+            // We lead now. ctx.token() is this reign's fencing token.
             loop {
                 tokio::select! {
                     // Fires stop_budget (default ttl/5) before the local deadline: stop now.

@@ -1,5 +1,5 @@
 //! The async election loop: executes what [`crate::decide`] decides, talks to Redis through a
-//! [`Transport`], runs the leader task, publishes [`Leadership`], logs and counts.
+//! [`Transport`], runs the leader task, publishes [`Role`], logs and counts.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,9 +17,11 @@ use crate::error::{CommandError, LeaseError};
 use crate::metrics::Metrics;
 use crate::transport::{RedisTransport, Transport};
 
-/// What this instance is right now, as published on the watch channel.
+/// What this instance is right now (leader or follower), as the loop last published it on
+/// the watch channel: a snapshot, it does not re-check the clock (use
+/// [`LeaderContext::is_leader`] for that).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Leadership {
+pub enum Role {
     Follower,
     /// Leading with `token` until the local `deadline` (moves forward with every confirmed
     /// renewal). The task is cancelled `stop_budget` before it.
@@ -29,14 +31,14 @@ pub enum Leadership {
     },
 }
 
-impl Leadership {
+impl Role {
     pub fn is_leader(&self) -> bool {
-        matches!(self, Leadership::Leader { .. })
+        matches!(self, Role::Leader { .. })
     }
     pub fn token(&self) -> Option<u64> {
         match self {
-            Leadership::Leader { token, .. } => Some(*token),
-            Leadership::Follower => None,
+            Role::Leader { token, .. } => Some(*token),
+            Role::Follower => None,
         }
     }
 }
@@ -81,13 +83,13 @@ pub struct LeaderContext {
     owner: String,
     stop_budget: Duration,
     cancel: CancellationToken,
-    leadership: watch::Receiver<Leadership>,
+    leadership: watch::Receiver<Role>,
     /// Set by [`LeaderContext::keep_lease`]: the loop must not RELEASE after this reign.
     keep: Arc<AtomicBool>,
 }
 
 impl LeaderContext {
-    /// Fencing token of this term; pass it to the protected resource (`LEASE.FENCE`).
+    /// Fencing token of this reign; pass it to the protected resource (`LEASE.FENCE`).
     pub fn token(&self) -> u64 {
         self.token
     }
@@ -109,15 +111,15 @@ impl LeaderContext {
     pub fn cancellation_token(&self) -> CancellationToken {
         self.cancel.clone()
     }
-    /// Current local deadline of this term; `None` once it ended.
+    /// Current local deadline of this reign; `None` once it ended.
     pub fn deadline(&self) -> Option<Instant> {
         match *self.leadership.borrow() {
-            Leadership::Leader { token, deadline } if token == self.token => Some(deadline),
+            Role::Leader { token, deadline } if token == self.token => Some(deadline),
             _ => None,
         }
     }
-    /// The leadership channel (deadline updates); `lease-run` feeds its watchdog from it.
-    pub fn leadership(&self) -> watch::Receiver<Leadership> {
+    /// The role channel (deadline updates); `lease-run` feeds its watchdog from it.
+    pub fn subscribe(&self) -> watch::Receiver<Role> {
         self.leadership.clone()
     }
     /// Tell the loop not to `LEASE.RELEASE` when this reign ends: something the task started
@@ -164,7 +166,7 @@ impl LeaderContext {
 #[derive(Clone, Debug)]
 pub struct ElectorHandle {
     resign: CancellationToken,
-    leadership: watch::Receiver<Leadership>,
+    leadership: watch::Receiver<Role>,
 }
 
 impl ElectorHandle {
@@ -174,10 +176,11 @@ impl ElectorHandle {
     pub fn resign(&self) {
         self.resign.cancel();
     }
-    pub fn subscribe(&self) -> watch::Receiver<Leadership> {
+    pub fn subscribe(&self) -> watch::Receiver<Role> {
         self.leadership.clone()
     }
-    pub fn leadership(&self) -> Leadership {
+    /// The last published role (a snapshot).
+    pub fn role(&self) -> Role {
         *self.leadership.borrow()
     }
 }
@@ -186,7 +189,7 @@ impl ElectorHandle {
 pub struct Elector<T: Transport = RedisTransport> {
     cfg: ElectorConfig,
     transport: T,
-    tx: watch::Sender<Leadership>,
+    tx: watch::Sender<Role>,
     resign: CancellationToken,
     metrics: Metrics,
     /// Last known reachability of Redis, for "unreachable"/"recovered" logs (None = unknown).
@@ -218,7 +221,7 @@ impl<T: Transport> Elector<T> {
     /// An elector over any [`Transport`] (tests use a scripted fake).
     pub fn with_transport(config: ElectorConfig, transport: T) -> Result<Self, LeaseError> {
         config.validate()?;
-        let (tx, _) = watch::channel(Leadership::Follower);
+        let (tx, _) = watch::channel(Role::Follower);
         let metrics = Metrics::new(&config.key);
         let wire_owner = decide::reign_owner(&config.owner, 1)
             .ok_or_else(|| LeaseError::Config("owner: not a valid base owner".into()))?;
@@ -237,13 +240,13 @@ impl<T: Transport> Elector<T> {
     pub fn config(&self) -> &ElectorConfig {
         &self.cfg
     }
-    /// The owner sent on the wire for the current (or next) reign: `base#reign` (R17).
+    /// The configured owner: the base of every reign's owner (as in every client).
     pub fn owner(&self) -> &str {
-        &self.wire_owner
-    }
-    /// The configured owner (the base of every reign's owner).
-    pub fn base_owner(&self) -> &str {
         &self.cfg.owner
+    }
+    /// The owner sent on the wire for the current (or next) reign: `base#reign` (R17).
+    pub fn current_owner(&self) -> &str {
+        &self.wire_owner
     }
     /// The reign counter: 1 for the first reign, one more after every step-down (R17).
     pub fn reign(&self) -> u64 {
@@ -271,7 +274,7 @@ impl<T: Transport> Elector<T> {
     pub fn metrics(&self) -> Metrics {
         self.metrics.clone()
     }
-    pub fn subscribe(&self) -> watch::Receiver<Leadership> {
+    pub fn subscribe(&self) -> watch::Receiver<Role> {
         self.tx.subscribe()
     }
     pub fn handle(&self) -> ElectorHandle {
@@ -518,7 +521,7 @@ impl<T: Transport> Elector<T> {
         R: Send + 'static,
     {
         let cancel = CancellationToken::new();
-        self.tx.send_replace(Leadership::Leader { token, deadline });
+        self.tx.send_replace(Role::Leader { token, deadline });
         self.metrics.leader(token, deadline, "acquired");
         info!(key = %self.cfg.key, owner = %self.wire_owner, token, reason = "acquired",
             lead_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64, "became leader");
@@ -596,7 +599,7 @@ impl<T: Transport> Elector<T> {
                     self.metrics.renew("renewed", now - sent_at);
                     deadline = d;
                     next_renew = n;
-                    self.tx.send_replace(Leadership::Leader { token, deadline });
+                    self.tx.send_replace(Role::Leader { token, deadline });
                     self.metrics.deadline(Some(deadline));
                 }
                 RenewDecision::StepDown(r) => {
@@ -627,7 +630,7 @@ impl<T: Transport> Elector<T> {
 
         // Step down. Why publish Follower before the task has stopped: nobody (observers, the
         // task's own `is_leader()` checks) may believe we lead past this point.
-        self.tx.send_replace(Leadership::Follower);
+        self.tx.send_replace(Role::Follower);
         cancel.cancel();
         self.metrics.follower(reason.label());
         match reason {

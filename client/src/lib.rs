@@ -14,7 +14,7 @@
 //! let cfg = ElectorConfig::new("redis://127.0.0.1:6379/", "jobs/scheduler", Duration::from_secs(10));
 //! let mut elector = Elector::new(cfg)?;
 //! let handle = elector.handle();           // resign() / subscribe() from anywhere
-//! let mut leadership = elector.subscribe(); // watch::Receiver<Leadership>
+//! let mut leadership = elector.subscribe(); // watch::Receiver<Role>
 //! let outcome = elector
 //!     .run(|ctx| async move {
 //!         // Leader now, with fencing token ctx.token(). Pass the token to the resource.
@@ -33,7 +33,7 @@
 //! - [`Elector::new`]`(config)` (or [`Elector::with_transport`] with a fake [`Transport`]).
 //! - [`Elector::run`]`(task)`: campaign forever; while leader, `task(LeaderContext)` runs in
 //!   its own tokio task. Ends with [`RunOutcome::Resigned`] or [`RunOutcome::TaskFinished`].
-//! - [`Elector::subscribe`] / [`ElectorHandle::subscribe`]: `watch::Receiver<`[`Leadership`]`>`.
+//! - [`Elector::subscribe`] / [`ElectorHandle::subscribe`]: `watch::Receiver<`[`Role`]`>`.
 //! - [`ElectorHandle::resign`]: stop the task, `LEASE.RELEASE`, return from `run`.
 //! - [`Elector::metrics`]: Prometheus registry + text rendering ([`Metrics`]).
 //! - [`decide`]: the pure decision core (`on_acquire`, `on_renew`, `backoff`, deadlines).
@@ -69,7 +69,7 @@ mod transport;
 
 pub use config::{default_owner, ElectorConfig};
 pub use decide::StepDownReason;
-pub use elector::{Elector, ElectorHandle, LeaderContext, Leadership, OnceOutcome, RunOutcome};
+pub use elector::{Elector, ElectorHandle, LeaderContext, OnceOutcome, Role, RunOutcome};
 pub use error::{CommandError, ErrorKind, LeaseError};
 pub use fence::fence;
 pub use metrics::Metrics;

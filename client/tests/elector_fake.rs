@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis_lease_client::{
-    Elector, ElectorConfig, ErrorKind, LeaderContext, Leadership, RunOutcome, Transport,
+    Elector, ElectorConfig, ErrorKind, LeaderContext, Role, RunOutcome, Transport,
 };
 use support::fake::{Down, FakeServer};
 use tokio::sync::watch;
@@ -52,9 +52,9 @@ fn worker(
 }
 
 async fn wait_for(
-    rx: &mut watch::Receiver<Leadership>,
+    rx: &mut watch::Receiver<Role>,
     within: Duration,
-    f: impl FnMut(&Leadership) -> bool,
+    f: impl FnMut(&Role) -> bool,
 ) -> bool {
     timeout(within, rx.wait_for(f))
         .await
@@ -87,13 +87,13 @@ async fn leader_renews_and_keeps_leading() {
     let mut rx = h.subscribe();
     assert!(wait_for(&mut rx, Duration::from_millis(50), |l| l.is_leader()).await);
     let first_deadline = match *rx.borrow() {
-        Leadership::Leader { deadline, .. } => deadline,
+        Role::Leader { deadline, .. } => deadline,
         _ => unreachable!(),
     };
     // Five TTLs later: still leader with the same token, the deadline moved forward.
     tokio::time::sleep(TTL * 5).await;
     match *rx.borrow() {
-        Leadership::Leader { token, deadline } => {
+        Role::Leader { token, deadline } => {
             assert_eq!(token, 1);
             assert!(
                 deadline > first_deadline + TTL * 4,
@@ -121,7 +121,7 @@ async fn deadline_is_measured_from_before_sending() {
     let (h, _j, _m) = spawn(&server, "a", &log);
     let mut rx = h.subscribe();
     assert!(wait_for(&mut rx, Duration::from_millis(200), |l| l.is_leader()).await);
-    let Leadership::Leader { deadline, .. } = *rx.borrow() else {
+    let Role::Leader { deadline, .. } = *rx.borrow() else {
         unreachable!()
     };
     let lead = cfg("a").lead_time();
@@ -143,7 +143,7 @@ async fn renew_rejected_steps_down_at_once() {
     let (h, _j, m) = spawn(&server, "a", &log);
     let mut rx = h.subscribe();
     assert!(wait_for(&mut rx, Duration::from_millis(50), |l| l.is_leader()).await);
-    let Leadership::Leader { deadline, .. } = *rx.borrow() else {
+    let Role::Leader { deadline, .. } = *rx.borrow() else {
         unreachable!()
     };
     let stolen_at = Instant::now();
@@ -183,7 +183,7 @@ async fn redis_hangs_leader_stops_before_deadline_then_recovers() {
     let mut rb = hb.subscribe();
     assert!(wait_for(&mut ra, Duration::from_millis(50), |l| l.is_leader()).await);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let Leadership::Leader { deadline, .. } = *ra.borrow() else {
+    let Role::Leader { deadline, .. } = *ra.borrow() else {
         panic!("a should lead")
     };
     let expiry_before = server.live().unwrap().expiry;
@@ -299,7 +299,7 @@ async fn unacked_renewals_do_not_extend_the_deadline() {
     tokio::spawn(async move { e.run(task).await });
     assert!(wait_for(&mut rx, Duration::from_millis(100), |l| l.is_leader()).await);
     server.with(|s| s.replicas = 0);
-    let Leadership::Leader { deadline, .. } = *rx.borrow() else {
+    let Role::Leader { deadline, .. } = *rx.borrow() else {
         unreachable!()
     };
     assert!(wait_for(&mut rx, TTL * 2, |l| !l.is_leader()).await);
@@ -392,7 +392,7 @@ async fn task_ignoring_cancellation_is_aborted_at_the_deadline() {
         .await
     });
     assert!(wait_for(&mut rx, Duration::from_millis(50), |l| l.is_leader()).await);
-    let Leadership::Leader { deadline, .. } = *rx.borrow() else {
+    let Role::Leader { deadline, .. } = *rx.borrow() else {
         unreachable!()
     };
     server.set_down(Down::Refuse);
@@ -465,7 +465,7 @@ async fn many_electors_one_leader_increasing_tokens() {
             let leaders: Vec<_> = handles
                 .iter()
                 .enumerate()
-                .filter(|(_, h)| h.0.leadership().is_leader())
+                .filter(|(_, h)| h.0.role().is_leader())
                 .map(|(i, _)| i)
                 .collect();
             assert!(leaders.len() <= 1, "two leaders: {leaders:?}");
@@ -476,7 +476,7 @@ async fn many_electors_one_leader_increasing_tokens() {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         let i = leader.expect("no leader");
-        let t = handles[i].0.leadership().token().unwrap();
+        let t = handles[i].0.role().token().unwrap();
         assert!(t > last, "token {t} after {last}");
         last = t;
         handles[i].0.resign();

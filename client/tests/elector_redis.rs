@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis_lease_client::{
-    Elector, ElectorConfig, ElectorHandle, ErrorKind, LeaderContext, Leadership, Metrics,
-    RedisTransport, RunOutcome, Transport,
+    Elector, ElectorConfig, ElectorHandle, ErrorKind, LeaderContext, Metrics, RedisTransport, Role,
+    RunOutcome, Transport,
 };
 use testsupport::{RedisServer, ServerOptions};
 use tokio::task::JoinHandle;
@@ -60,11 +60,11 @@ fn start(c: ElectorConfig, i: usize, log: &Log) -> Node {
     }
 }
 
-fn leaders(nodes: &[Node]) -> Vec<(usize, Leadership)> {
+fn leaders(nodes: &[Node]) -> Vec<(usize, Role)> {
     nodes
         .iter()
         .enumerate()
-        .map(|(i, n)| (i, n.handle.leadership()))
+        .map(|(i, n)| (i, n.handle.role()))
         .filter(|(_, l)| l.is_leader())
         .collect()
 }
@@ -185,7 +185,7 @@ async fn redis_down_stops_the_leader_before_its_deadline_then_one_leader() {
     let (leader, token, _) = one_leader(&nodes, ttl * 3).await;
     sleep(ttl / 2).await;
     let mut rx = nodes[leader].handle.subscribe();
-    let Leadership::Leader { deadline, .. } = *rx.borrow_and_update() else {
+    let Role::Leader { deadline, .. } = *rx.borrow_and_update() else {
         panic!("leader changed")
     };
     tokio::task::block_in_place(|| server.kill());
@@ -195,7 +195,7 @@ async fn redis_down_stops_the_leader_before_its_deadline_then_one_leader() {
     let mut last_deadline = deadline;
     let end = killed + ttl * 2;
     while rx.borrow().is_leader() {
-        if let Leadership::Leader { deadline, .. } = *rx.borrow() {
+        if let Role::Leader { deadline, .. } = *rx.borrow() {
             last_deadline = deadline;
         }
         assert!(Instant::now() < end, "leader kept leading with Redis down");
@@ -264,7 +264,7 @@ async fn frozen_redis_stops_the_leader_before_its_deadline() {
     let end = Instant::now() + ttl * 2;
     loop {
         let now_leading = *rx.borrow();
-        let Leadership::Leader { deadline, .. } = now_leading else {
+        let Role::Leader { deadline, .. } = now_leading else {
             break;
         };
         last_deadline = Some(deadline);

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use redis_lease_client::{Elector, ElectorConfig, Leadership, Nodes, RunOutcome};
+use redis_lease_client::{Elector, ElectorConfig, Nodes, Role, RunOutcome};
 use testsupport::{RedisServer, ServerOptions};
 use tokio::time::{sleep, Instant};
 
@@ -32,7 +32,7 @@ fn elector_q_a(nodes: &[RedisServer], ttl: Duration) -> Elector<Nodes> {
     Elector::with_nodes(cfg, &urls).unwrap()
 }
 
-async fn wait_leader(rx: &tokio::sync::watch::Receiver<Leadership>, within: Duration) -> u64 {
+async fn wait_leader(rx: &tokio::sync::watch::Receiver<Role>, within: Duration) -> u64 {
     let end = Instant::now() + within;
     loop {
         if let Some(t) = rx.borrow().token() {

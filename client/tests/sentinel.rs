@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use redis_lease_client::{Elector, ElectorConfig, Leadership};
+use redis_lease_client::{Elector, ElectorConfig, Role};
 use testsupport::sentinel::{SentinelOptions, SentinelTopology};
 use testsupport::ServerOptions;
 
@@ -54,11 +54,11 @@ fn elector_follows_a_sentinel_promotion() {
             .await
     });
 
-    let wait_leader = |rx: &mut tokio::sync::watch::Receiver<Leadership>, not: u64, limit| {
+    let wait_leader = |rx: &mut tokio::sync::watch::Receiver<Role>, not: u64, limit| {
         rt.block_on(async {
             tokio::time::timeout(limit, async {
                 loop {
-                    if let Leadership::Leader { token, .. } = *rx.borrow_and_update() {
+                    if let Role::Leader { token, .. } = *rx.borrow_and_update() {
                         if token != not {
                             return token;
                         }

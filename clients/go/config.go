@@ -25,7 +25,7 @@ import (
 // Callbacks are the election's hooks, as in client-go.
 type Callbacks struct {
 	// OnStartedLeading runs in its own goroutine when this instance becomes leader, with the
-	// term's fencing token (pass it to the resource you protect, e.g. via LEASE.FENCE).
+	// reign's fencing token (pass it to the resource you protect, e.g. via LEASE.FENCE).
 	// ctx is cancelled at the stop point, StopBudget before the local deadline, or when Run's
 	// context is cancelled. ctx.Deadline() is the current stop point and ctx.Err() reads the
 	// clock, so both are right even after a pause, before Done() closed (see README). Return promptly once ctx is done: the lease is released (and a
@@ -33,11 +33,11 @@ type Callbacks struct {
 	// the elector steps down (reason task_exited), releases the lease and Run returns.
 	// Required.
 	OnStartedLeading func(ctx context.Context, token int64)
-	// OnStoppedLeading is called once after every term, however it ended (also after a
+	// OnStoppedLeading is called once after every reign, however it ended (also after a
 	// panic of the task): the task returned (or the local deadline passed) and, unless the
 	// server already refused the renewal, the lease was released. Not called if Run returns
 	// without having led (unlike client-go's). Optional.
-	OnStoppedLeading func(reason StopReason)
+	OnStoppedLeading func(reason StepDownReason)
 	// OnNewLeader is called when the observed leader changes (our own owner when we win).
 	// Followers observe with LEASE.GET every RenewInterval only when this is set. Called from
 	// the elector's goroutines, one call at a time; must not block. Optional.

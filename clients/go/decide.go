@@ -276,24 +276,24 @@ func classifyErrorLine(line string) (kind ErrorKind, grace time.Duration) {
 	return KindServer, 0
 }
 
-// StopReason says why leadership ended; also the reason label of lease_transitions_total.
-type StopReason string
+// StepDownReason says why leadership ended; also the reason label of lease_transitions_total.
+type StepDownReason string
 
 const (
 	// ReasonRenewRejected: LEASE.RENEW answered 0, the server says we do not hold the lease.
-	ReasonRenewRejected StopReason = "renew_rejected"
+	ReasonRenewRejected StepDownReason = "renew_rejected"
 	// ReasonDeadline: renewals kept failing until the stop point (deadline - stop budget).
-	ReasonDeadline StopReason = "deadline"
+	ReasonDeadline StepDownReason = "deadline"
 	// ReasonResigned: Run's context was cancelled.
-	ReasonResigned StopReason = "resigned"
+	ReasonResigned StepDownReason = "resigned"
 	// ReasonTaskExited: OnStartedLeading returned (or panicked) by itself.
-	ReasonTaskExited StopReason = "task_exited"
+	ReasonTaskExited StepDownReason = "task_exited"
 )
 
 // releaseAfter says whether to send LEASE.RELEASE after the task stopped. Not after
 // renew_rejected: the server already told us we do not hold it. After every other reason, so
 // that a waiting follower takes over at once instead of after the TTL.
-func releaseAfter(r StopReason) bool { return r != ReasonRenewRejected }
+func releaseAfter(r StepDownReason) bool { return r != ReasonRenewRejected }
 
 // cmdError is one failed command: its kind, the grace wait (KindGrace only), the message.
 type cmdError struct {
@@ -343,10 +343,30 @@ type acquireDecision struct {
 	Deadline  time.Time
 	NextRenew time.Time
 	RetryIn   time.Duration
-	Why       string // late_reply | replicas_not_acked
+	Why       unconfirmedWhy
 	Wait      time.Duration
 	Kind      ErrorKind
 }
+
+// unconfirmedWhy says why a grant does not count yet (the why of on_acquire.json's
+// unconfirmed; also the text logged).
+type unconfirmedWhy string
+
+const (
+	// whyLateReply: the reply came after its own stop point (R7).
+	whyLateReply unconfirmedWhy = "late_reply"
+	// whyReplicasNotAcked: fewer replicas acknowledged it than MinReplicas (R11).
+	whyReplicasNotAcked unconfirmedWhy = "replicas_not_acked"
+)
+
+// retryWhy says why a renewal did not count (the why of on_renew.json's retry).
+type retryWhy string
+
+const (
+	retryTimeout          retryWhy = "timeout"            // no reply within the op limit (R5)
+	retryError            retryWhy = "error"              // any other failure
+	retryReplicasNotAcked retryWhy = "replicas_not_acked" // fewer acks than MinReplicas (R11)
+)
 
 // onAcquire decides what a follower does with an ACQUIRE result sent at sentAt, received at now.
 func onAcquire(p params, sentAt, now time.Time, r acquireResult) acquireDecision {
@@ -364,7 +384,7 @@ func onAcquire(p params, sentAt, now time.Time, r acquireResult) acquireDecision
 	if p.MinReplicas > 0 && r.Acked < p.MinReplicas {
 		// Why not faster: each retry refreshes our (unused) grant on the primary; replicas
 		// catching up take time, there is no point in hammering.
-		return acquireDecision{Action: actUnconfirmed, Token: r.Token, RetryIn: retryInterval(p), Why: "replicas_not_acked"}
+		return acquireDecision{Action: actUnconfirmed, Token: r.Token, RetryIn: retryInterval(p), Why: whyReplicasNotAcked}
 	}
 	deadline := localDeadline(p, sentAt)
 	// Why: a reply that arrived at or after its own stop point (typically after a long BLOCK)
@@ -372,7 +392,7 @@ func onAcquire(p params, sentAt, now time.Time, r acquireResult) acquireDecision
 	// The lease is ours on the server though, so re-ask at once without BLOCK: the refresh
 	// gets a new deadline counted from the new send instant.
 	if !now.Before(stopAt(p, deadline)) {
-		return acquireDecision{Action: actUnconfirmed, Token: r.Token, RetryIn: 0, Why: "late_reply"}
+		return acquireDecision{Action: actUnconfirmed, Token: r.Token, RetryIn: 0, Why: whyLateReply}
 	}
 	return acquireDecision{Action: actLead, Token: r.Token, Deadline: deadline, NextRenew: sentAt.Add(p.RenewInterval)}
 }
@@ -392,16 +412,16 @@ type renewDecision struct {
 	Action    renewAction
 	Deadline  time.Time
 	NextRenew time.Time
-	Reason    StopReason
+	Reason    StepDownReason
 	At        time.Time
-	Why       string // timeout | error | replicas_not_acked
+	Why       retryWhy
 }
 
 // onRenew decides what a leader with the given deadline does with a RENEW result sent at
 // sentAt, received at now.
 func onRenew(p params, deadline, sentAt, now time.Time, r renewResult) renewDecision {
 	stop := stopAt(p, deadline)
-	retry := func(why string) renewDecision {
+	retry := func(why retryWhy) renewDecision {
 		// Why: errors and timeouts say nothing about the lease; the last confirmed deadline
 		// still holds, so keep leading and retrying until the stop point, then step down.
 		if !now.Before(stop) {
@@ -415,9 +435,9 @@ func onRenew(p params, deadline, sentAt, now time.Time, r renewResult) renewDeci
 	}
 	if r.Err != nil {
 		if r.Err.Kind == KindTimeout {
-			return retry("timeout")
+			return retry(retryTimeout)
 		}
-		return retry("error")
+		return retry(retryError)
 	}
 	// Why: 0 is the server's word that we no longer hold the lease (it expired or someone else
 	// has it). The local deadline may still be ahead, but nothing backs it: step down at once.
@@ -427,7 +447,7 @@ func onRenew(p params, deadline, sentAt, now time.Time, r renewResult) renewDeci
 	// Why: an unacknowledged renewal may be lost in a failover; the new primary then expires
 	// the lease at the OLD expiry, so only the old deadline is backed.
 	if p.MinReplicas > 0 && r.Acked < p.MinReplicas {
-		return retry("replicas_not_acked")
+		return retry(retryReplicasNotAcked)
 	}
 	// Why max: a deadline never moves back (a slow renewal must not shorten a longer one).
 	nd := localDeadline(p, sentAt)

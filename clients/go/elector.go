@@ -72,7 +72,7 @@ type Elector struct {
 }
 
 // StopError is the cause (context.Cause) of the cancellation of OnStartedLeading's context.
-type StopError struct{ Reason StopReason }
+type StopError struct{ Reason StepDownReason }
 
 func (e *StopError) Error() string { return "lease: leadership ended: " + string(e.Reason) }
 
@@ -130,7 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 // LEASE.GET, GetLeader and OnNewLeader report the owner as the server has it.
 func (e *Elector) Owner() string { return e.base }
 
-// IsLeader reports whether this instance leads right now: a term is running, its task has
+// IsLeader reports whether this instance leads right now: a reign is running, its task has
 // not been told to stop, and the stop point (deadline - StopBudget) is still ahead on the
 // monotonic clock. It reads the clock on every call, so it is right even as the first
 // instruction after the process was paused, before any timer had a chance to fire. Call it
@@ -143,7 +143,7 @@ func (e *Elector) IsLeader() bool {
 	return e.leading && now().Before(stopAt(e.p, e.deadline))
 }
 
-// Deadline is the current term's local deadline (a time.Time with a monotonic reading;
+// Deadline is the current reign's local deadline (a time.Time with a monotonic reading;
 // compare it with time.Now(); converted from the elector's clock at each call), and the zero
 // time and false when not leading.
 func (e *Elector) Deadline() (time.Time, bool) {
@@ -155,7 +155,7 @@ func (e *Elector) Deadline() (time.Time, bool) {
 	return toGo(e.deadline), true
 }
 
-// Token is the current term's fencing token, 0 when not leading.
+// Token is the current reign's fencing token, 0 when not leading.
 func (e *Elector) Token() int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -300,7 +300,7 @@ func (e *Elector) campaign(ctx context.Context) error {
 			}
 		case actUnconfirmed:
 			attempt, unconfirmed = 0, d.Token
-			if d.Why == "late_reply" {
+			if d.Why == whyLateReply {
 				// Expected after a BLOCK that waited longer than the stop window: debug only.
 				e.m.Acquire("late")
 				e.log.Debug("grant arrived after its stop point; re-asking without BLOCK", "token", d.Token, "reason", d.Why)
@@ -364,8 +364,8 @@ type taskEnd struct {
 	value    any
 }
 
-// lead runs one term: starts the task, renews, steps down. Returns why it ended.
-func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline, nextRenew time.Time) (StopReason, error) {
+// lead runs one reign: starts the task, renews, steps down. Returns why it ended.
+func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline, nextRenew time.Time) (StepDownReason, error) {
 	// Not derived from ctx's cancellation: on resign the loop first publishes "not leader",
 	// then cancels the task, in that order (see the step-down below). Values are kept. Its
 	// Err() and Deadline() read the clock (taskctx.go): right even before this loop runs.
@@ -375,7 +375,7 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 	e.mu.Lock()
 	e.leading, e.token, e.deadline = true, token, deadline
 	e.mu.Unlock()
-	e.m.Leader(token, toGo(deadline), "acquired")
+	e.m.Leader(token, toGo(deadline))
 	e.log.Info("became leader", "token", token, "reason", "acquired", "reign", e.reign, "lead_ms", until(deadline).Milliseconds())
 	e.newLeader(owner)
 
@@ -393,13 +393,13 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 		e.cfg.Callbacks.OnStartedLeading(taskCtx, token)
 	}()
 
-	var reason StopReason
+	var reason StepDownReason
 	var end taskEnd
 	taskFinished := false
 	// Why not always task_exited: a task that checks IsLeader() returns when the stop point
 	// passed, possibly before our stop timer fired (or select picked it); that is the end of
-	// the term (campaign again), not the task finishing its job (Run returns).
-	taskReturned := func() StopReason {
+	// the reign (campaign again), not the task finishing its job (Run returns).
+	taskReturned := func() StepDownReason {
 		if ctx.Err() != nil {
 			return ReasonResigned
 		}
@@ -486,7 +486,7 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 			}
 			reason = d.Reason
 		case renRetry:
-			if d.Why == "replicas_not_acked" {
+			if d.Why == retryReplicasNotAcked {
 				e.m.Renew("unconfirmed", recvAt.Sub(sentAt))
 			} else {
 				e.m.Renew("error", recvAt.Sub(sentAt))
@@ -502,7 +502,7 @@ func (e *Elector) lead(ctx context.Context, owner string, token int64, deadline,
 	e.leading = false
 	e.mu.Unlock()
 	cancelTask(&StopError{Reason: reason})
-	e.m.Follower(string(reason))
+	e.m.Follower(reason)
 	if reason == ReasonRenewRejected || reason == ReasonDeadline {
 		e.log.Warn("lost leadership", "token", token, "reason", string(reason))
 	} else {
@@ -668,7 +668,7 @@ func (e *Elector) newLeader(owner string) {
 func (e *Elector) observe(op string, err *cmdError) {
 	up := true
 	if err != nil {
-		e.m.RedisError(op, string(err.Kind))
+		e.m.RedisError(op, err.Kind)
 		unreachable := err.Kind == KindConnection || err.Kind == KindTimeout
 		// GRACE has its own log line; unreachability is logged on the transition.
 		if !unreachable && err.Kind != KindGrace {

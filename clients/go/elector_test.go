@@ -43,14 +43,16 @@ func (m *countingMetrics) get(k string) int {
 	defer m.mu.Unlock()
 	return m.counts[k]
 }
-func (m *countingMetrics) Leader(int64, time.Time, string) { m.add("leader") }
-func (m *countingMetrics) Follower(r string)               { m.add("follower:" + r) }
+func (m *countingMetrics) Leader(int64, time.Time)         { m.add("leader") }
+func (m *countingMetrics) Follower(r StepDownReason)       { m.add("follower:" + string(r)) }
 func (m *countingMetrics) Deadline(time.Time)              { m.add("deadline") }
 func (m *countingMetrics) Acquire(r string)                { m.add("acquire:" + r) }
 func (m *countingMetrics) Renew(r string, _ time.Duration) { m.add("renew:" + r) }
-func (m *countingMetrics) RedisError(op, k string)         { m.add("error:" + op + ":" + k) }
-func (m *countingMetrics) RedisUp(bool)                    {}
-func (m *countingMetrics) TaskOverrun()                    { m.add("overrun") }
+func (m *countingMetrics) RedisError(op string, k ErrorKind) {
+	m.add("error:" + op + ":" + string(k))
+}
+func (m *countingMetrics) RedisUp(bool) {}
+func (m *countingMetrics) TaskOverrun() { m.add("overrun") }
 
 // term is one reign seen by a test elector's task.
 type term struct {
@@ -69,7 +71,7 @@ type runner struct {
 	done    chan error
 	started chan term
 	ended   chan term
-	stopped chan StopReason
+	stopped chan StepDownReason
 	metrics *countingMetrics
 }
 
@@ -82,7 +84,7 @@ func startElector(t testing.TB, name string, cfg Config) *runner {
 func startElectorWith(t testing.TB, name string, cfg Config, prepare func(*Elector)) *runner {
 	t.Helper()
 	r := &runner{t: t, done: make(chan error, 1), started: make(chan term, 16), ended: make(chan term, 16),
-		stopped: make(chan StopReason, 16), metrics: newCountingMetrics()}
+		stopped: make(chan StepDownReason, 16), metrics: newCountingMetrics()}
 	cfg.Logger = testLogger(t, name)
 	cfg.Metrics = r.metrics
 	if cfg.Owner == "" {
@@ -97,7 +99,7 @@ func startElectorWith(t testing.TB, name string, cfg Config, prepare func(*Elect
 		tm.cause = context.Cause(ctx)
 		r.ended <- tm
 	}
-	cfg.Callbacks.OnStoppedLeading = func(reason StopReason) { r.stopped <- reason }
+	cfg.Callbacks.OnStoppedLeading = func(reason StepDownReason) { r.stopped <- reason }
 	e, err := NewElector(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +143,7 @@ func waitTerm(t testing.TB, ch <-chan term, limit time.Duration, what string) te
 	return term{}
 }
 
-func waitReason(t testing.TB, ch <-chan StopReason, limit time.Duration) StopReason {
+func waitReason(t testing.TB, ch <-chan StepDownReason, limit time.Duration) StepDownReason {
 	t.Helper()
 	select {
 	case r := <-ch:

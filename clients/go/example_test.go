@@ -35,7 +35,7 @@ func ExampleNewElector() {
 					err := e.Fence(ctx, token, "SET", "{jobs}:report", buildReport()).Err()
 					var fenced *lease.FencedError
 					if errors.As(err, &fenced) {
-						return // a later term holds the lease; nothing was written
+						return // a later reign holds the lease; nothing was written
 					}
 					// Work that cannot be fenced: check right before each step.
 					if !e.IsLeader() {
@@ -44,7 +44,7 @@ func ExampleNewElector() {
 					doOneStep(ctx, token)
 				}
 			},
-			OnStoppedLeading: func(r lease.StopReason) { log.Printf("stopped leading: %s", r) },
+			OnStoppedLeading: func(r lease.StepDownReason) { log.Printf("stopped leading: %s", r) },
 			OnNewLeader:      func(owner string) { log.Printf("leader: %s", owner) },
 		},
 	})

@@ -10,7 +10,7 @@ import (
 )
 
 // FencedError is the error of Fence when the server refused the token: it is not the live
-// lease's token (a later term holds the lease, or none does). The inner command did not run.
+// lease's token (a later reign holds the lease, or none does). The inner command did not run.
 type FencedError struct {
 	Token int64
 	Msg   string // the server's error line, "FENCED ..."
@@ -27,7 +27,7 @@ func (e *FencedError) Error() string {
 // the command does not run and the Cmd's error is a *FencedError. Other errors are go-redis'.
 //
 // Why it protects a write that IsLeader() cannot: the check and the write are one step on the
-// server, so a term that ended while this process was paused (or its reply was late) cannot
+// server, so a reign that ended while this process was paused (or its reply was late) cannot
 // write. Under Cluster the command's keys must be in the lease key's hash slot ({tag}).
 func (e *Elector) Fence(ctx context.Context, token int64, command ...any) *redis.Cmd {
 	args := append([]any{"LEASE.FENCE", e.cfg.Key, token}, command...)

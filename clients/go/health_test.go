@@ -68,10 +68,10 @@ func TestHealthzAdaptorFlagsAnOverrunningTask(t *testing.T) {
 func TestOnStoppedLeadingFiresAfterAPanic(t *testing.T) {
 	s := startServer(t)
 	c := s.client(t)
-	stopped := make(chan StopReason, 4)
+	stopped := make(chan StepDownReason, 4)
 	cfg := Config{Client: c, Key: "k:panic", TTL: time.Second, Owner: "p-" + DefaultOwner(), Logger: testLogger(t, "p")}
 	cfg.Callbacks.OnStartedLeading = func(context.Context, int64) { panic("boom") }
-	cfg.Callbacks.OnStoppedLeading = func(r StopReason) { stopped <- r }
+	cfg.Callbacks.OnStoppedLeading = func(r StepDownReason) { stopped <- r }
 	e, err := NewElector(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -13,10 +13,11 @@ import "time"
 //
 // Methods are called from the elector's goroutines and must not block.
 type Metrics interface {
-	// Leader: became leader with token (reason "acquired"), local deadline.
-	Leader(token int64, deadline time.Time, reason string)
-	// Follower: stepped down for reason (a StopReason).
-	Follower(reason string)
+	// Leader: became leader with token (the transition's reason label is "acquired"), local
+	// deadline.
+	Leader(token int64, deadline time.Time)
+	// Follower: stepped down for reason (the reason label of lease_transitions_total).
+	Follower(reason StepDownReason)
 	// Deadline: the local deadline moved (confirmed renewal).
 	Deadline(deadline time.Time)
 	// Acquire: one LEASE.ACQUIRE outcome: granted, not_granted, unconfirmed, late, grace, error.
@@ -25,7 +26,7 @@ type Metrics interface {
 	// trip including WAIT.
 	Renew(result string, latency time.Duration)
 	// RedisError: a failed command; op is acquire, renew, release or get, kind an ErrorKind.
-	RedisError(op, kind string)
+	RedisError(op string, kind ErrorKind)
 	// RedisUp: whether the last command reached the server.
 	RedisUp(up bool)
 	// TaskOverrun: OnStartedLeading had not returned by the local deadline.
@@ -34,11 +35,11 @@ type Metrics interface {
 
 type noMetrics struct{}
 
-func (noMetrics) Leader(int64, time.Time, string) {}
-func (noMetrics) Follower(string)                 {}
-func (noMetrics) Deadline(time.Time)              {}
-func (noMetrics) Acquire(string)                  {}
-func (noMetrics) Renew(string, time.Duration)     {}
-func (noMetrics) RedisError(string, string)       {}
-func (noMetrics) RedisUp(bool)                    {}
-func (noMetrics) TaskOverrun()                    {}
+func (noMetrics) Leader(int64, time.Time)      {}
+func (noMetrics) Follower(StepDownReason)      {}
+func (noMetrics) Deadline(time.Time)           {}
+func (noMetrics) Acquire(string)               {}
+func (noMetrics) Renew(string, time.Duration)  {}
+func (noMetrics) RedisError(string, ErrorKind) {}
+func (noMetrics) RedisUp(bool)                 {}
+func (noMetrics) TaskOverrun()                 {}

@@ -410,7 +410,7 @@ func TestQuorumLostRenewalReleasesOnlyAfterTheTaskStopped(t *testing.T) {
 	key := "q:lost"
 	stopping := make(chan struct{})
 	finish := make(chan struct{})
-	stopped := make(chan StopReason, 1)
+	stopped := make(chan StepDownReason, 1)
 	cfg := quorumCfg(cs, key, 3*time.Second)
 	cfg.Logger = testLogger(t, "a")
 	started := make(chan int64, 1)
@@ -420,7 +420,7 @@ func TestQuorumLostRenewalReleasesOnlyAfterTheTaskStopped(t *testing.T) {
 		close(stopping)
 		<-finish // the task takes its time to stop (within its budget)
 	}
-	cfg.Callbacks.OnStoppedLeading = func(r StopReason) { stopped <- r }
+	cfg.Callbacks.OnStoppedLeading = func(r StepDownReason) { stopped <- r }
 	e, err := NewElector(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -85,7 +85,7 @@ func helperLeader() int {
 					time.Sleep(10 * time.Millisecond)
 				}
 			},
-			OnStoppedLeading: func(r StopReason) { say("stopped %s %d", r, monoNS()) },
+			OnStoppedLeading: func(r StepDownReason) { say("stopped %s %d", r, monoNS()) },
 		},
 	})
 	if err != nil {

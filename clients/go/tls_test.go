@@ -197,11 +197,11 @@ func TestLeadsRenewsAndReleasesOverTLSAsTheACLUser(t *testing.T) {
 	const key = "leases:tls"
 	logger, warnings := newWarnRecorder(t)
 	started := make(chan int64, 1)
-	stopped := make(chan StopReason, 1)
+	stopped := make(chan StepDownReason, 1)
 	e, err := NewElector(Config{Client: s.client(t, "ca.crt", "elector", "elector-pw"), Key: key, TTL: 2 * time.Second,
 		Logger: logger, Callbacks: Callbacks{
 			OnStartedLeading: func(ctx context.Context, token int64) { started <- token; <-ctx.Done() },
-			OnStoppedLeading: func(r StopReason) { stopped <- r },
+			OnStoppedLeading: func(r StepDownReason) { stopped <- r },
 		}})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ package lease
 //     (3 s by default): go-redis ends a read at the context's deadline only with
 //     ContextTimeoutEnabled, which is off by default. Why: a call the loop gave up on would
 //     otherwise keep one of the application's pooled connections busy for the ReadTimeout,
-//     several per lost term (issue 25 item 9). A *redis.Client (also Sentinel's) is used
+//     several per lost reign (issue 25 item 9). A *redis.Client (also Sentinel's) is used
 //     through WithTimeout(limit), a clone sharing the pool whose read/write timeouts are the
 //     limit; a *redis.ClusterClient through the elector's own ClusterClient (same options,
 //     ContextTimeoutEnabled on; made by Run, closed when Run returns), so the application's

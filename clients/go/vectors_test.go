@@ -362,7 +362,7 @@ var deciders = map[string]decider{
 		case actLead:
 			return map[string]any{"action": "lead", "token": d.Token, "deadline_us": sinceOrigin(d.Deadline), "next_renew_us": sinceOrigin(d.NextRenew)}
 		case actUnconfirmed:
-			return map[string]any{"action": "unconfirmed", "token": d.Token, "retry_in_us": usRound(d.RetryIn), "why": d.Why}
+			return map[string]any{"action": "unconfirmed", "token": d.Token, "retry_in_us": usRound(d.RetryIn), "why": string(d.Why)}
 		case actNotGranted:
 			return map[string]any{"action": "not_granted"}
 		case actGrace:
@@ -402,7 +402,7 @@ var deciders = map[string]decider{
 		case renStepDown:
 			return map[string]any{"action": "step_down", "reason": string(d.Reason)}
 		case renRetry:
-			return map[string]any{"action": "retry", "at_us": sinceOrigin(d.At), "why": d.Why}
+			return map[string]any{"action": "retry", "at_us": sinceOrigin(d.At), "why": string(d.Why)}
 		}
 		t.Fatalf("%s: unknown action %v", where, d.Action)
 		return nil
@@ -411,7 +411,7 @@ var deciders = map[string]decider{
 		return map[string]any{"stop": mustStop(p, at(in.int("deadline_us")), at(in.int("now_us")))}
 	},
 	"step_down": func(t vt, where string, _ params, in *input) map[string]any {
-		r := StopReason(in.str("reason"))
+		r := StepDownReason(in.str("reason"))
 		switch r {
 		case ReasonRenewRejected, ReasonDeadline, ReasonResigned, ReasonTaskExited:
 		default:

@@ -74,7 +74,7 @@ if (blocks.length < 2) throw new Error("README: fewer than 2 ts blocks");
 fs.mkdirSync(out, { recursive: true });
 const decls = [
   "declare function buildPart(step: number, o: { signal: AbortSignal }): Promise<string>;",
-  "declare function build(lease: import('redis-lease').Lease): Promise<string>;",
+  "declare function build(lease: import('redis-lease').LeaderContext): Promise<string>;",
   "declare const redis: import('ioredis').Redis;",
   "declare const key: string;",
   "declare const ttlMs: number;",

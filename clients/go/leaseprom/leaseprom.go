@@ -93,17 +93,17 @@ func (m *Metrics) secondsLeft() float64 {
 	return 0
 }
 
-func (m *Metrics) Leader(token int64, deadline time.Time, reason string) {
+func (m *Metrics) Leader(token int64, deadline time.Time) {
 	m.isLeader.Set(1)
 	m.token.Set(float64(token))
-	m.transitions.WithLabelValues("leader", reason).Inc()
+	m.transitions.WithLabelValues("leader", "acquired").Inc()
 	m.Deadline(deadline)
 }
 
-func (m *Metrics) Follower(reason string) {
+func (m *Metrics) Follower(reason lease.StepDownReason) {
 	m.isLeader.Set(0)
 	m.token.Set(0)
-	m.transitions.WithLabelValues("follower", reason).Inc()
+	m.transitions.WithLabelValues("follower", string(reason)).Inc()
 	m.mu.Lock()
 	m.dl = time.Time{}
 	m.mu.Unlock()
@@ -122,7 +122,9 @@ func (m *Metrics) Renew(result string, latency time.Duration) {
 	m.renewLatency.Observe(latency.Seconds())
 }
 
-func (m *Metrics) RedisError(op, kind string) { m.redisErrors.WithLabelValues(op, kind).Inc() }
+func (m *Metrics) RedisError(op string, kind lease.ErrorKind) {
+	m.redisErrors.WithLabelValues(op, string(kind)).Inc()
+}
 
 func (m *Metrics) RedisUp(up bool) {
 	if up {

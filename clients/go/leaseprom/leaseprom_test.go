@@ -21,7 +21,7 @@ func TestNamesLabelsAndValues(t *testing.T) {
 	}
 	m.Acquire("not_granted")
 	m.Acquire("granted")
-	m.Leader(1796104329285000, time.Now().Add(800*time.Millisecond), "acquired")
+	m.Leader(1796104329285000, time.Now().Add(800*time.Millisecond))
 	m.Renew("renewed", 2*time.Millisecond)
 	m.RedisError("renew", "timeout")
 	m.RedisUp(true)

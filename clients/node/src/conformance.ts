@@ -29,7 +29,7 @@
 import { closeSync, openSync, writeSync } from "node:fs";
 import { Socket } from "node:net";
 import { randomBytes } from "node:crypto";
-import { Elector, LeadershipLost, unsafeReuseOwnerAcrossReigns, type ElectorOptions, type Lease } from "./elector.js";
+import { Elector, LeadershipLost, unsafeReuseOwnerAcrossReigns, type ElectorOptions, type LeaderContext } from "./elector.js";
 import { withLeadership } from "./using.js";
 import { jsonLogger } from "./log.js";
 
@@ -236,7 +236,7 @@ async function main(): Promise<void> {
   };
 
   /** The bug under test (ignore-deadline): work detached from the lease's lifetime. */
-  const unsafeLoop = async (lease: Lease): Promise<void> => {
+  const unsafeLoop = async (lease: LeaderContext): Promise<void> => {
     const res = new ResourceClient(resource);
     const hardStop = performance.now() + HARD_STOP_MS;
     let stopAfter: number | null = null;
@@ -254,7 +254,7 @@ async function main(): Promise<void> {
   };
 
   /** One reign's work; `call`: the one-shot call it runs in (none for run()). */
-  const reign = async (lease: Lease, call?: number): Promise<void> => {
+  const reign = async (lease: LeaderContext, call?: number): Promise<void> => {
     const token = lease.token;
     rec.write({ ev: "grant", t: monoNs(), token, deadline: deadlineNs(lease.deadline), ...(call === undefined ? {} : { call }) });
     if (unsafeLinger) {
@@ -311,7 +311,7 @@ async function main(): Promise<void> {
     } else {
       // run() returns when the task finishes; ours only returns when leadership ends, so
       // campaign again until resigned. oneshot-twice: every reign of this loop as call 1.
-      const task = api === "oneshot-twice" ? (lease: Lease) => reign(lease, 1) : (lease: Lease) => reign(lease);
+      const task = api === "oneshot-twice" ? (lease: LeaderContext) => reign(lease, 1) : (lease: LeaderContext) => reign(lease);
       for (;;) {
         const outcome = await elector.run(task);
         if (outcome.kind === "resigned") {

@@ -29,21 +29,56 @@ export interface DecisionConfig {
   backoffMaxUs: number;
 }
 
-/** Why leadership ended (the `reason` label of lease_transitions_total). */
-export type StepDownReason = "renew_rejected" | "deadline" | "resigned" | "task_exited";
+/**
+ * Why a reign ended (the `reason` label of lease_transitions_total). A string-literal union
+ * with a const of the same name: `reason === StepDownReason.Deadline`, or the text itself.
+ */
+export const StepDownReason = {
+  /** LEASE.RENEW answered 0: the server says we do not hold the lease. */
+  RenewRejected: "renew_rejected",
+  /** The stop point came before a renewal confirmed the lease (R3, R9). */
+  Deadline: "deadline",
+  /** resign(), or the AbortSignal given to run()/withLeadership(). */
+  Resigned: "resigned",
+  /** The leader task returned (or threw) by itself. */
+  TaskExited: "task_exited",
+} as const;
+export type StepDownReason = (typeof StepDownReason)[keyof typeof StepDownReason];
 
-/** Failure kinds (the `kind` label of lease_redis_errors_total). */
-export type ErrorKind =
-  | "connection"
-  | "timeout"
-  | "grace"
-  | "readonly"
-  | "noreplicas"
-  | "loading"
-  | "fenced"
-  | "rejected"
-  | "server"
-  | "protocol";
+/** Failure kinds (the `kind` label of lease_redis_errors_total; docs/client-protocol.md §4). */
+export const ErrorKind = {
+  Connection: "connection",
+  Timeout: "timeout",
+  Grace: "grace",
+  ReadOnly: "readonly",
+  NoReplicas: "noreplicas",
+  Loading: "loading",
+  Fenced: "fenced",
+  Rejected: "rejected",
+  Server: "server",
+  Protocol: "protocol",
+} as const;
+export type ErrorKind = (typeof ErrorKind)[keyof typeof ErrorKind];
+
+/** Why a grant does not count yet (the `why` of on_acquire.json's `unconfirmed`). */
+export const UnconfirmedWhy = {
+  /** The reply came after its own stop point (R7). */
+  LateReply: "late_reply",
+  /** Fewer replicas acknowledged it than minReplicas (R11). */
+  ReplicasNotAcked: "replicas_not_acked",
+} as const;
+export type UnconfirmedWhy = (typeof UnconfirmedWhy)[keyof typeof UnconfirmedWhy];
+
+/** Why a renewal did not count (the `why` of on_renew.json's `retry`). */
+export const RetryWhy = {
+  /** No reply within the op limit (R5). */
+  Timeout: "timeout",
+  /** Any other failure. */
+  Error: "error",
+  /** Fewer replicas acknowledged it than minReplicas (R11). */
+  ReplicasNotAcked: "replicas_not_acked",
+} as const;
+export type RetryWhy = (typeof RetryWhy)[keyof typeof RetryWhy];
 
 /** A classified failure; `graceUs` only for kind "grace". */
 export interface Failure {
@@ -106,7 +141,14 @@ export function reignOwner(base: string, reign: number): string | null {
 }
 
 /** Events of the loop that next_reign() is asked about (next_reign.json). */
-export type ReignEvent = "granted" | "unconfirmed" | "not_granted" | "error" | "stepped_down";
+export const ReignEvent = {
+  Granted: "granted",
+  Unconfirmed: "unconfirmed",
+  NotGranted: "not_granted",
+  Error: "error",
+  SteppedDown: "stepped_down",
+} as const;
+export type ReignEvent = (typeof ReignEvent)[keyof typeof ReignEvent];
 
 /**
  * R17: the reign counter after `event`. Only a step-down (leaving the leader state for any
@@ -115,7 +157,7 @@ export type ReignEvent = "granted" | "unconfirmed" | "not_granted" | "error" | "
  * owner.
  */
 export function nextReign(reign: number, event: ReignEvent): number {
-  return event === "stepped_down" ? reign + 1 : reign;
+  return event === ReignEvent.SteppedDown ? reign + 1 : reign;
 }
 
 /**
@@ -306,7 +348,7 @@ export type AcquireDecision =
       action: "unconfirmed";
       token: number;
       retryInUs: number;
-      why: "late_reply" | "replicas_not_acked";
+      why: UnconfirmedWhy;
     }
   | { action: "not_granted" }
   | { action: "grace"; waitUs: number }
@@ -365,7 +407,7 @@ export type RenewResult =
 export type RenewDecision =
   | { action: "renewed"; deadlineUs: number; nextRenewUs: number }
   | { action: "step_down"; reason: StepDownReason }
-  | { action: "retry"; atUs: number; why: "timeout" | "error" | "replicas_not_acked" };
+  | { action: "retry"; atUs: number; why: RetryWhy };
 
 /** What a leader does with a RENEW result (or failure). */
 export function onRenew(
@@ -376,7 +418,7 @@ export function onRenew(
   result: RenewResult,
 ): RenewDecision {
   const stop = stopAt(cfg, deadlineUs);
-  const retry = (why: "timeout" | "error" | "replicas_not_acked"): RenewDecision => {
+  const retry = (why: RetryWhy): RenewDecision => {
     // Why: errors and timeouts say nothing about the lease; the last confirmed deadline still
     // holds, so keep leading and retrying until the stop point, then step down.
     if (nowUs >= stop) return { action: "step_down", reason: "deadline" };

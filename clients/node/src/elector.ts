@@ -11,7 +11,7 @@ import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 import * as decide from "./decide.js";
-import type { DecisionConfig, ErrorKind, Failure, StepDownReason } from "./decide.js";
+import { ErrorKind, StepDownReason, type DecisionConfig, type Failure } from "./decide.js";
 import { consoleLogger, type Logger } from "./log.js";
 import { noMetrics, type MetricsSink } from "./metrics.js";
 import * as t from "./transport.js";
@@ -76,8 +76,8 @@ export interface ElectorOptions {
 }
 
 /** What the leader task gets. */
-export interface Lease {
-  /** This term's fencing token (an integer below 2^53): pass it to the protected resource. */
+export interface LeaderContext {
+  /** This reign's fencing token (an integer below 2^53): pass it to the protected resource. */
   readonly token: number;
   readonly key: string;
   /** The owner this reign holds the lease as, on the server: `base#reign` (protocol R17). */
@@ -89,7 +89,7 @@ export interface Lease {
   readonly signal: AbortSignal;
   /**
    * The current local deadline, on the performance.now() time line (ms); moves forward with
-   * each confirmed renewal; null once this term ended. Work must be finished by then.
+   * each confirmed renewal; null once this reign ended. Work must be finished by then.
    */
   readonly deadline: number | null;
   /**
@@ -109,7 +109,7 @@ export interface Lease {
 /** `lease.signal.reason` when leadership ends. */
 export class LeadershipLost extends Error {
   override name = "LeadershipLost";
-  /** `cause`: the one-shot routine's own error, when it threw after its term ended. */
+  /** `cause`: the one-shot routine's own error, when it threw after its reign ended. */
   constructor(readonly reason: StepDownReason, readonly token: number, options?: { cause?: unknown }) {
     super(`leadership ended: ${reason}`, options);
   }
@@ -132,7 +132,7 @@ export interface SteppedDownEvent {
 /** How run() ended. */
 export type RunOutcome<R> = { kind: "resigned" } | { kind: "task_finished"; value: R };
 
-/** How a campaign ended: run()'s outcomes, or (one reign only) the term was lost. */
+/** How a campaign ended: run()'s outcomes, or (one reign only) the reign was lost. */
 export type CampaignEnd<R> = RunOutcome<R> | { kind: "lost"; lost: LeadershipLost };
 
 export interface ElectorEvents {
@@ -168,7 +168,7 @@ export function decisionConfig(o: Omit<ElectorOptions, "redis" | "key" | "nodeQu
   };
 }
 
-class LeaseImpl implements Lease {
+class LeaseImpl implements LeaderContext {
   private readonly ac = new AbortController();
   private ended = false;
   private stopTimer: NodeJS.Timeout | null = null;
@@ -384,7 +384,7 @@ export class Elector extends EventEmitter {
     return this.leading?.isLeader() ?? false;
   }
 
-  /** The current term's token, or null when not leading. */
+  /** The current reign's token, or null when not leading. */
   get token(): number | null {
     return this.leading !== null && this.leading.isLeader() ? this.leading.token : null;
   }
@@ -452,9 +452,9 @@ export class Elector extends EventEmitter {
    * `options.signal`: aborting it is resign() (final); already aborted, run() sends nothing
    * and resolves { kind: "resigned" }.
    */
-  run<R>(task: (lease: Lease) => R | Promise<R>, options: { signal?: AbortSignal } = {}): Promise<RunOutcome<R>> {
+  run<R>(task: (lease: LeaderContext) => R | Promise<R>, options: { signal?: AbortSignal } = {}): Promise<RunOutcome<R>> {
     return this.start(task, false, options.signal).then((end) => {
-      // Unreachable: only a one-reign campaign ends on a lost term.
+      // Unreachable: only a one-reign campaign ends on a lost reign.
       if (end.kind === "lost") throw end.lost;
       return end;
     });
@@ -464,11 +464,11 @@ export class Elector extends EventEmitter {
    * @internal Not public API (use withLeadership): campaign, lead once, end; see oneReign in
    * campaign(). Stripped from the .d.ts (stripInternal).
    */
-  runOneReign<R>(task: (lease: Lease) => R | Promise<R>): Promise<CampaignEnd<R>> {
+  runOneReign<R>(task: (lease: LeaderContext) => R | Promise<R>): Promise<CampaignEnd<R>> {
     return this.start(task, true, undefined);
   }
 
-  private start<R>(task: (lease: Lease) => R | Promise<R>, oneReign: boolean, signal: AbortSignal | undefined): Promise<CampaignEnd<R>> {
+  private start<R>(task: (lease: LeaderContext) => R | Promise<R>, oneReign: boolean, signal: AbortSignal | undefined): Promise<CampaignEnd<R>> {
     if (this.running !== null) return Promise.reject(new Error("run() is already running"));
     const onAbort = (): void => void this.resign();
     // Why set the flag directly when already aborted: resign() would only take effect after
@@ -574,9 +574,9 @@ export class Elector extends EventEmitter {
 
   /**
    * The follower/leader loop. `oneReign`: end after the first reign whatever its outcome (the
-   * one-shot API), instead of campaigning again after a lost term.
+   * one-shot API), instead of campaigning again after a lost reign.
    */
-  private async campaign<R>(task: (lease: Lease) => R | Promise<R>, oneReign: boolean): Promise<CampaignEnd<R>> {
+  private async campaign<R>(task: (lease: LeaderContext) => R | Promise<R>, oneReign: boolean): Promise<CampaignEnd<R>> {
     const cfg = this.config;
     let attempt = 0;
     // A grant the server gave us that we may not use (not acked by replicas, or too late). We
@@ -638,7 +638,7 @@ export class Elector extends EventEmitter {
           switch (end.kind) {
             case "lost":
               // Why end here for the one-shot API: its routine runs once; a second reign would
-              // run it again and hand back a value from a term the caller never asked for.
+              // run it again and hand back a value from a reign the caller never asked for.
               if (oneReign) {
                 const cause = end.task.done && !end.task.ok ? { cause: end.task.error } : undefined;
                 return { kind: "lost", lost: new LeadershipLost(end.reason, end.token, cause) };
@@ -741,7 +741,7 @@ export class Elector extends EventEmitter {
     token: number,
     deadlineUs: number,
     nextRenewUs: number,
-    task: (lease: Lease) => R | Promise<R>,
+    task: (lease: LeaderContext) => R | Promise<R>,
   ): Promise<LeadEnd<R>> {
     const cfg = this.config;
     let deadline = deadlineUs;
@@ -938,4 +938,4 @@ export class Elector extends EventEmitter {
   }
 }
 
-export type { ErrorKind, StepDownReason };
+export { ErrorKind, StepDownReason };

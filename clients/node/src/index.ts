@@ -8,13 +8,13 @@ export {
   defaultOwner,
   decisionConfig,
   type ElectorOptions,
-  type Lease,
+  type LeaderContext,
   type ElectedEvent,
   type SteppedDownEvent,
   type ElectorEvents,
   type RunOutcome,
-  type ErrorKind,
-  type StepDownReason,
+  ErrorKind,
+  StepDownReason,
 } from "./elector.js";
 export { withLeadership, LeaseClient, type LeadershipSettings } from "./using.js";
 export { resignOnSignals, type Resignable } from "./signals.js";

@@ -1,3 +1,5 @@
+import type { ErrorKind, StepDownReason } from "./decide.js";
+
 /**
  * What the elector reports to a metrics backend. The core depends on no metrics library: the
  * default sink does nothing; `redis-lease/prometheus` (PromMetrics) implements this on
@@ -18,13 +20,14 @@
  */
 export interface MetricsSink {
   /** Became leader: `deadlineMs` on the performance.now() time line. */
-  leader(token: number, deadlineMs: number, reason: string): void;
-  follower(reason: string): void;
+  leader(token: number, deadlineMs: number, reason: "acquired"): void;
+  /** Stepped down: the `reason` label of lease_transitions_total. */
+  follower(reason: StepDownReason): void;
   /** The local deadline moved (renewal), or null when not leading. */
   deadline(deadlineMs: number | null): void;
   acquire(result: string): void;
   renew(result: string, latencySeconds: number): void;
-  redisError(op: string, kind: string): void;
+  redisError(op: string, kind: ErrorKind): void;
   redisUp(up: boolean): void;
   taskOverrun(): void;
 }

@@ -5,6 +5,7 @@
  * share one registry.
  */
 import { Counter, Gauge, Histogram, Registry, register as defaultRegistry } from "prom-client";
+import type { ErrorKind, StepDownReason } from "./decide.js";
 import type { MetricsSink } from "./metrics.js";
 
 interface Families {
@@ -95,14 +96,14 @@ export class PromMetrics implements MetricsSink {
     this.f.token.set({ key }, 0);
   }
 
-  leader(token: number, deadlineMs: number, reason: string): void {
+  leader(token: number, deadlineMs: number, reason: "acquired"): void {
     const key = this.key;
     this.f.isLeader.set({ key }, 1);
     this.f.token.set({ key }, token);
     this.f.transitions.inc({ key, to: "leader", reason });
     this.deadline(deadlineMs);
   }
-  follower(reason: string): void {
+  follower(reason: StepDownReason): void {
     const key = this.key;
     this.f.isLeader.set({ key }, 0);
     this.f.token.set({ key }, 0);
@@ -119,7 +120,7 @@ export class PromMetrics implements MetricsSink {
     this.f.renew.inc({ key: this.key, result });
     this.f.renewLatency.observe({ key: this.key }, latencySeconds);
   }
-  redisError(op: string, kind: string): void {
+  redisError(op: string, kind: ErrorKind): void {
     this.f.redisErrors.inc({ key: this.key, op, kind });
   }
   redisUp(up: boolean): void {

@@ -12,14 +12,14 @@
  * renewed, then releases the lease and ends; it never campaigns a second time.
  * - The routine returned while still leader: resolves with its value (after the release).
  * - The routine threw while still leader: rejects with its error (after the release).
- * - The term ended first (renewal refused, stop point reached): `lease.signal` aborted, and once
+ * - The reign ended first (renewal refused, stop point reached): `lease.signal` aborted, and once
  *   the routine has stopped (or the local deadline passed) the promise rejects with a
  *   `LeadershipLost` (`reason`, `token`; `cause` = the routine's error if it threw). The
  *   routine's value, if it returned one after the loss, is dropped: its work may have outlived
  *   the lease, so the caller must not take it as done under leadership.
  * - `settings.signal` aborted: resigns; rejects with the signal's reason.
  */
-import { Elector, type ElectorOptions, type Lease } from "./elector.js";
+import { Elector, type ElectorOptions, type LeaderContext } from "./elector.js";
 import type { ConnectionSpec } from "./transport.js";
 
 /** Everything of ElectorOptions but the connection, key and TTL, plus an abort signal. */
@@ -32,7 +32,7 @@ export async function withLeadership<T>(
   redis: ConnectionSpec | ConnectionSpec[],
   key: string,
   ttlMs: number,
-  routine: (lease: Lease) => Promise<T> | T,
+  routine: (lease: LeaderContext) => Promise<T> | T,
   settings: LeadershipSettings = {},
 ): Promise<T> {
   const { signal, ...rest } = settings;
@@ -59,12 +59,12 @@ export class LeaseClient {
   ) {}
 
   /** withLeadership() on this client's connection. */
-  using<T>(key: string, ttlMs: number, routine: (lease: Lease) => Promise<T> | T, settings: LeadershipSettings = {}): Promise<T> {
+  using<T>(key: string, ttlMs: number, routine: (lease: LeaderContext) => Promise<T> | T, settings: LeadershipSettings = {}): Promise<T> {
     return withLeadership(this.redis, key, ttlMs, routine, { ...this.defaults, ...settings });
   }
 
   /** withLeadership() under its issue's name. */
-  withLeadership<T>(key: string, ttlMs: number, routine: (lease: Lease) => Promise<T> | T, settings: LeadershipSettings = {}): Promise<T> {
+  withLeadership<T>(key: string, ttlMs: number, routine: (lease: LeaderContext) => Promise<T> | T, settings: LeadershipSettings = {}): Promise<T> {
     return this.using(key, ttlMs, routine, settings);
   }
 

@@ -3,7 +3,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { Registry } from "prom-client";
 import { Redis } from "ioredis";
-import { Elector, LeaseClient, withLeadership, type Lease, type Logger } from "../src/index.js";
+import { Elector, LeaseClient, withLeadership, type LeaderContext, type Logger } from "../src/index.js";
 import { PromMetrics } from "../src/prometheus.js";
 import { noMetrics } from "../src/metrics.js";
 import { RedisServer, serverSkipReason, sleep, waitFor } from "./support.js";
@@ -24,7 +24,7 @@ after(async () => {
 });
 
 /** Resolves when the lease's signal aborts; records when and with which deadline. */
-function untilAborted(lease: Lease): Promise<{ at: number; deadline: number | null; reason: string }> {
+function untilAborted(lease: LeaderContext): Promise<{ at: number; deadline: number | null; reason: string }> {
   return new Promise((resolve) => {
     const s = lease.signal;
     const done = (): void => {

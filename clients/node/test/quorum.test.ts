@@ -1,7 +1,7 @@
 // Quorum mode (protocol §9a) against 3 real redis-server processes with the module loaded.
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { Elector, type Lease, type Logger } from "../src/index.js";
+import { Elector, type LeaderContext, type Logger } from "../src/index.js";
 import { RedisServer, serverSkipReason, waitFor } from "./support.js";
 
 const skip = serverSkipReason();
@@ -28,7 +28,7 @@ async function held(s: RedisServer, key: string): Promise<[string, number] | nul
 }
 
 /** A task that reports its lease and runs until its signal aborts. */
-function leaderTask(onLease: (l: Lease) => void): (l: Lease) => Promise<void> {
+function leaderTask(onLease: (l: LeaderContext) => void): (l: LeaderContext) => Promise<void> {
   return (lease) => {
     onLease(lease);
     return new Promise<void>((r) => lease.signal.addEventListener("abort", () => r(), { once: true }));
@@ -52,10 +52,10 @@ describe("quorum mode against 3 redis-servers", { skip: skip ?? false }, () => {
     await waitFor(async () => (await held(servers[1]!, key)) === null, 5000, "seed expired");
     assert.match(a, /^:\d+/);
     const e = elector({ redis: urls(), key, ttlMs: 1000, logger: quiet });
-    let lease: Lease | null = null;
+    let lease: LeaderContext | null = null;
     const run = e.run(leaderTask((l) => (lease = l)));
     await waitFor(() => lease !== null, 10_000, "elected");
-    const tok = (lease as Lease | null)?.token ?? 0;
+    const tok = (lease as LeaderContext | null)?.token ?? 0;
     await waitFor(async () => {
       const h = await Promise.all(servers.map((s) => held(s, key)));
       return h.every((x) => x !== null && x[1] === tok && x[0] === e.currentOwner);
@@ -66,7 +66,7 @@ describe("quorum mode against 3 redis-servers", { skip: skip ?? false }, () => {
     assert.equal(seen?.owner, e.currentOwner);
     assert.equal(seen?.token, tok);
     // No single node's fence speaks for the majority.
-    await assert.rejects((lease as unknown as Lease).fence(null as never, "GET", "x"), /quorum mode/);
+    await assert.rejects((lease as unknown as LeaderContext).fence(null as never, "GET", "x"), /quorum mode/);
     await e.resign();
     assert.deepEqual(await run, { kind: "resigned" });
     for (const s of servers) assert.equal(await held(s, key), null, "released on every node");
@@ -84,7 +84,7 @@ describe("quorum mode against 3 redis-servers", { skip: skip ?? false }, () => {
     const ttlMs = 600;
     const reigns: Array<{ token: number; from: number; to: number | null; who: number }> = [];
     const es = [0, 1].map(() => elector({ redis: urls(), key, ttlMs, logger: quiet }));
-    const task = (who: number) => async (lease: Lease): Promise<void> => {
+    const task = (who: number) => async (lease: LeaderContext): Promise<void> => {
       const r = { token: lease.token, from: performance.now(), to: null as number | null, who };
       reigns.push(r);
       // Hand over after a while: the task returns, the elector releases, the other takes over.
@@ -140,11 +140,11 @@ describe("quorum mode with failing nodes", { skip: skip ?? false }, () => {
       const key = newKey();
       const ttlMs = 600;
       const e = elector({ redis: servers.map((s) => s.url), key, ttlMs, logger: quiet });
-      let lease: Lease | null = null;
+      let lease: LeaderContext | null = null;
       let renewedAfterKill = 0;
       const run = e.run(leaderTask((l) => (lease = l)));
       await waitFor(() => lease !== null, 10_000, "elected");
-      const l = lease as unknown as Lease;
+      const l = lease as unknown as LeaderContext;
       servers[2]!.kill();
       const d0 = l.deadline ?? 0;
       // Renewals on the 2 remaining nodes keep moving the deadline for several TTLs.
@@ -175,7 +175,7 @@ describe("quorum mode: node identity", { skip: skip ?? false }, () => {
       const quarantineMs = 4000;
       const e = elector({ redis: servers.map((s) => s.url), key, ttlMs, nodeQuarantineMs: quarantineMs, logger: quiet });
       // One reign per run(): the task ends when told to (or at the signal).
-      let lease: Lease | null = null;
+      let lease: LeaderContext | null = null;
       let endTask: (() => void) | null = null;
       const reign = (): Promise<unknown> =>
         e.run(
@@ -186,7 +186,7 @@ describe("quorum mode: node identity", { skip: skip ?? false }, () => {
               l.signal.addEventListener("abort", () => res(), { once: true });
             }),
         );
-      const current = (): Lease | null => lease;
+      const current = (): LeaderContext | null => lease;
       let run = reign();
       await waitFor(() => current() !== null, 10_000, "first reign");
       await waitFor(async () => (await held(servers[2]!, key)) !== null, 5000, "node 3 in the first reign");

@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RedisOptions } from "ioredis";
-import { Elector, type Lease, type LogFields, type Logger } from "../src/index.js";
+import { Elector, type LeaderContext, type LogFields, type Logger } from "../src/index.js";
 import { freePort, RedisServer, repoRoot, serverSkipReason, waitFor } from "./support.js";
 
 function opensslSkip(): string | null {
@@ -96,14 +96,14 @@ describe("TLS with a private CA, as the elector ACL user", { skip: skip ?? false
     const rec = recorder();
     try {
       const e = new Elector({ redis: options("ca.crt"), key, ttlMs: TTL_MS, logger: rec.logger });
-      let lease: Lease | null = null;
+      let lease: LeaderContext | null = null;
       const run = e.run((l) => {
         lease = l;
         return new Promise<void>((res) => l.signal.addEventListener("abort", () => res(), { once: true }));
       });
       try {
         await waitFor(() => lease !== null, 5000, "leading over TLS");
-        const l = lease as unknown as Lease;
+        const l = lease as unknown as LeaderContext;
         const first = l.deadline ?? 0;
         const led = performance.now();
         // Renewals: after more than a TTL the deadline has moved and the server still names us.

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
-import { Elector, type Lease, type Logger } from "../src/index.js";
+import { Elector, type LeaderContext, type Logger } from "../src/index.js";
 import { freePort, RedisServer, serverSkipReason, sleep, waitFor } from "./support.js";
 
 const skip = serverSkipReason();
@@ -59,7 +59,7 @@ describe("Sentinel: leads through the sentinel and follows a promotion", { skip:
     const key = "sentinel-job";
     const ttlMs = 2000;
     const e = new Elector({ redis: { sentinels: [{ host: "127.0.0.1", port: sentinelPort }], name: "leases" }, key, ttlMs, logger: quiet });
-    let current: Lease | null = null; // the latest term's lease (a promotion may start a new reign)
+    let current: LeaderContext | null = null; // the latest term's lease (a promotion may start a new reign)
     const run = e.run((lease) => {
       current = lease;
       return new Promise<void>((res) => lease.signal.addEventListener("abort", () => res(), { once: true }));
@@ -92,7 +92,7 @@ describe("Sentinel: leads through the sentinel and follows a promotion", { skip:
       // the demotion moved our deadline past promoted + most of a TTL.
       await waitFor(async () => {
         const held = await replica.command("LEASE.GET", key);
-        const d = (current as Lease | null)?.deadline ?? null;
+        const d = (current as LeaderContext | null)?.deadline ?? null;
         return held.includes(e.owner) && e.isLeader() && d !== null && d > promoted + 0.9 * ttlMs;
       }, 20_000, "leading on the promoted replica");
     } finally {

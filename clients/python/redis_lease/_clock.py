@@ -7,7 +7,7 @@ the lease has long expired. CLOCK_BOOTTIME keeps counting through a suspend, so 
 clock read after the resume sees the deadline passed. (A frozen VM guest whose clock is
 stopped by the hypervisor is not helped by either clock: only fencing protects that case.)
 
-Public instants (``Lease.deadline``, ``Leadership.deadline``) stay on the ``time.monotonic()``
+Public instants (``LeaderContext.deadline``, ``Role.deadline``) stay on the ``time.monotonic()``
 clock, converted at the moment they are read, so callers compare them with
 ``time.monotonic()`` as before.
 """

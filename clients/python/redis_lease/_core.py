@@ -25,7 +25,7 @@ from typing import Any, Callable, Generator, Optional, Tuple, Union
 
 from . import _clock, _quorum, _wire, decide
 from . import quorum_decide as qd
-from .decide import Config, Failed
+from .decide import Config, Failed, RetryWhy, StepDownReason, UnconfirmedWhy
 from .metrics import KeyMetrics
 
 log = logging.getLogger("redis_lease")
@@ -70,20 +70,33 @@ class Term:
         return not self.ended and now_us() < self.stop_at_us
 
 
+class RoleChange(decide.Label):
+    """Why the role is what it is, when it is not a step-down (:class:`Role`'s ``reason``)."""
+
+    START = "start"
+    """Nothing happened yet: a follower that has not led."""
+    ACQUIRED = "acquired"
+    """A new reign started."""
+    RENEWED = "renewed"
+    """A renewal moved the deadline."""
+
+
 @dataclass(frozen=True)
-class Leadership:
-    """What this elector is right now (passed to ``on_change`` on every transition).
+class Role:
+    """Leader or follower, as the loop last published it (passed to ``on_change`` on every
+    transition; :attr:`Elector.role`). A snapshot: it does not re-check the clock.
 
     ``deadline`` is the local deadline on the ``time.monotonic()`` clock (None as follower);
-    ``reason`` is ``acquired`` for a new reign, else the step-down reason."""
+    ``reason`` is a :class:`RoleChange` (``acquired`` for a new reign) or, as a follower after
+    a reign, the :class:`~redis_lease.decide.StepDownReason`."""
 
     is_leader: bool
     token: Optional[int] = None
     deadline: Optional[float] = None
-    reason: str = "start"
+    reason: Union[RoleChange, StepDownReason] = RoleChange.START
 
 
-FOLLOWER = Leadership(False)
+FOLLOWER = Role(False)
 
 # ---------------------------------------------------------------------------------------------
 # What the loop asks its driver to do
@@ -166,7 +179,7 @@ class Campaign:
         key: str,
         owner: str,
         metrics: KeyMetrics,
-        on_change: Optional[Callable[[Leadership], None]],
+        on_change: Optional[Callable[[Role], None]],
         channels_ready: Callable[[], None] = lambda: None,
         nodes: int = 1,
         control: qd.QuorumControl = qd.QuorumControl.CORRECT,
@@ -190,7 +203,7 @@ class Campaign:
         self.owner = self._wire_owner()
         self.metrics = metrics
         self.on_change = on_change
-        self.state: Leadership = FOLLOWER
+        self.state: Role = FOLLOWER
         # The current reign (None as follower): is_leader() reads the clock against it.
         self.term: Optional[Term] = None
         self.redis_up: Optional[bool] = None
@@ -200,9 +213,10 @@ class Campaign:
     # -- logging / metrics / publishing ------------------------------------------------------
 
     def _ctx(self, token: Optional[int], reason: str, owner: Optional[str] = None) -> dict[str, Any]:
-        return {"key": self.key, "owner": owner or self.owner, "token": token, "reason": reason}
+        # str(): a typed reason (a str Enum) is logged as its text, the label of the metrics.
+        return {"key": self.key, "owner": owner or self.owner, "token": token, "reason": str(reason)}
 
-    def publish(self, s: Leadership) -> None:
+    def publish(self, s: Role) -> None:
         self.state = s
         if self.on_change is not None:
             try:
@@ -215,7 +229,7 @@ class Campaign:
         if isinstance(res, Failed):
             self.metrics.redis_error(op, res.kind)
             up = not res.unreachable
-            if up and res.kind != decide.ErrorKinds.GRACE:
+            if up and res.kind != decide.ErrorKind.GRACE:
                 log.warning(
                     "redis error key=%s owner=%s op=%s kind=%s error=%s",
                     self.key, self.owner, op, res.kind, res.message,
@@ -245,7 +259,7 @@ class Campaign:
         match (and refresh or free) the next reign's lease."""
         if self._reuse_owner:
             return
-        self.reign = decide.next_reign(self.reign, "stepped_down")
+        self.reign = decide.next_reign(self.reign, decide.ReignEvent.STEPPED_DOWN)
         self.owner = self._wire_owner()
 
     def unit(self) -> float:
@@ -314,7 +328,7 @@ class Campaign:
             elif isinstance(action, decide.Unconfirmed):
                 attempt = 0
                 unconfirmed = action.token
-                if action.why == "late_reply":
+                if action.why == UnconfirmedWhy.LATE_REPLY:
                     # Normal after a BLOCK that waited longer than the stop window: re-ask at
                     # once without BLOCK (the server refreshes our grant, same token).
                     self.metrics.acquire("late")
@@ -358,37 +372,37 @@ class Campaign:
         deadline_s = monotonic_s(grant.deadline_us)
         self.term = term
         self.metrics.leader(token, deadline_s)
-        self.publish(Leadership(True, token, deadline_s, "acquired"))
+        self.publish(Role(True, token, deadline_s, RoleChange.ACQUIRED))
         log.info("became leader key=%s owner=%s token=%s reason=acquired lead_ms=%d",
                  self.key, owner, token, (grant.deadline_us - now_us()) // 1000,
                  extra=self._ctx(token, owner=owner, reason="acquired"))
         yield StartTask(term)
-        reason: str
+        reason: StepDownReason
         while True:
             stop = term.stop_at_us
             now = now_us()
             # Why first: past the stop point nothing else matters, not even a renewal that
             # could still succeed (the task would be running on an unbacked lease).
             if now >= stop:
-                reason = "deadline"
+                reason = StepDownReason.DEADLINE
                 break
             if now < next_renew:
                 woke = yield Sleep(min(stop, next_renew))
                 if now_us() >= term.stop_at_us:
-                    reason = "deadline"
+                    reason = StepDownReason.DEADLINE
                     break
                 if woke is QUIT:
-                    reason = "resigned"
+                    reason = StepDownReason.RESIGNED
                     break
                 if woke == TASK_DONE:
-                    reason = "task_exited"
+                    reason = StepDownReason.TASK_EXITED
                     break
                 continue
             sent_at = now_us()
             # Why: this may be the first instruction after a long pause (SIGSTOP, GC, VM
             # freeze); re-check the clock before trusting the leadership we think we have.
             if decide.must_stop(cfg, term.deadline_us, sent_at):
-                reason = "deadline"
+                reason = StepDownReason.DEADLINE
                 break
             # The renewal is bounded by the stop point too: past it nothing it says matters.
             until = min(sent_at + decide.op_limit_us(cfg, None), stop)
@@ -398,7 +412,7 @@ class Campaign:
             else:
                 raw = yield Command("ctl", _wire.renew_cmd(self.key, owner, token, cfg.ttl_ms), until)
             if raw is QUIT:
-                reason = "resigned"
+                reason = StepDownReason.RESIGNED
                 break
             res: decide.RenewResult
             flag = raw if isinstance(raw, Failed) else _wire.parse_flag("LEASE.RENEW", raw)
@@ -412,7 +426,7 @@ class Campaign:
                 if wait is not None:
                     w = yield Command("ctl", _wire.wait_cmd(wait), until)
                     if w is QUIT:
-                        reason = "resigned"
+                        reason = StepDownReason.RESIGNED
                         break
                     a = w if isinstance(w, Failed) else _wire.parse_acks(w)
                     res = a if isinstance(a, Failed) else decide.Renewed(a)
@@ -427,13 +441,13 @@ class Campaign:
                 next_renew = action.next_renew_us
                 deadline_s = monotonic_s(action.deadline_us)
                 self.metrics.deadline(deadline_s)
-                self.state = Leadership(True, token, deadline_s, "renewed")
+                self.state = Role(True, token, deadline_s, RoleChange.RENEWED)
             elif isinstance(action, decide.StepDown):
-                self.metrics.renew("rejected" if action.reason == "renew_rejected" else "error", latency)
+                self.metrics.renew("rejected" if action.reason == StepDownReason.RENEW_REJECTED else "error", latency)
                 reason = action.reason
                 break
             else:
-                self.metrics.renew("unconfirmed" if action.why == "replicas_not_acked" else "error", latency)
+                self.metrics.renew("unconfirmed" if action.why == RetryWhy.REPLICAS_NOT_ACKED else "error", latency)
                 log.debug("renewal did not count; retrying key=%s owner=%s token=%s reason=%s",
                           self.key, owner, token, action.why, extra=self._ctx(token, owner=owner, reason=action.why))
                 next_renew = action.at_us
@@ -444,8 +458,8 @@ class Campaign:
         self.term = None
         self._next_reign()
         self.metrics.follower(reason)
-        self.publish(Leadership(False, None, None, reason))
-        if reason in ("renew_rejected", "deadline"):
+        self.publish(Role(False, None, None, reason))
+        if reason in (StepDownReason.RENEW_REJECTED, StepDownReason.DEADLINE):
             log.warning("lost leadership key=%s owner=%s token=%s reason=%s",
                         self.key, owner, token, reason, extra=self._ctx(token, owner=owner, reason=reason))
         else:
@@ -467,11 +481,11 @@ class Campaign:
         elif decide.release_after(reason) or (self.quorum is not None and self.quorum.holds_after_rejection()):
             # Quorum mode after a lost renewal: the nodes that still said 1 (Q5).
             yield from self._release(token, owner)
-        if reason == "task_exited":
+        if reason == StepDownReason.TASK_EXITED:
             if end.error is not None:
                 raise end.error
             return (False, end.value)
-        if reason == "resigned":
+        if reason == StepDownReason.RESIGNED:
             return (True, None)
         return None
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Generator, List, Optional, Sequence, Tuple, Un
 
 from . import _clock, _wire
 from . import quorum_decide as qd
-from .decide import Config, ErrorKinds, Failed
+from .decide import Config, ErrorKind, Failed
 
 
 class _NoReply:
@@ -126,7 +126,7 @@ class Identities:
         block others for a TTL."""
         until = self.quarantined_until[i]
         if until is not None and _clock.now_us() < until:
-            return Failed(ErrorKinds.CONNECTION, f"quorum: node {i + 1}: quarantined (its server identity changed)")
+            return Failed(ErrorKind.CONNECTION, f"quorum: node {i + 1}: quarantined (its server identity changed)")
         return None
 
     def on_connect(self, i: int, info: Any) -> Optional[Failed]:
@@ -139,20 +139,20 @@ class Identities:
         else:
             seen = qd.run_id_of(str(text))
         if seen is None:
-            return Failed(ErrorKinds.CONNECTION, f"quorum: node {i + 1}: INFO server has no run_id")
+            return Failed(ErrorKind.CONNECTION, f"quorum: node {i + 1}: INFO server has no run_id")
         with self._lock:
             c = qd.check_identity(i, seen, self.known)
             if c.kind is qd.IdentityKind.DUPLICATE:
                 assert c.of is not None
                 return Failed(
-                    ErrorKinds.CONNECTION,
+                    ErrorKind.CONNECTION,
                     f"quorum: node {i + 1} is the same server as node {c.of + 1} (same run_id); it counts toward nothing",
                 )
             self.known[i] = seen
             if c.kind is qd.IdentityKind.CHANGED:
                 self.quarantined_until[i] = _clock.now_us() + self.quarantine_us
                 return Failed(
-                    ErrorKinds.CONNECTION,
+                    ErrorKind.CONNECTION,
                     f"quorum: node {i + 1}: another server answers there now (run_id changed); "
                     f"quarantined for {self.quarantine_us // 1000} ms",
                 )
@@ -171,7 +171,7 @@ def _acquire_reply(raw: Any) -> qd.AcquireReply:
     if raw is NO_REPLY:
         return None
     if isinstance(raw, Failed):
-        return None if raw.kind == ErrorKinds.TIMEOUT else raw
+        return None if raw.kind == ErrorKind.TIMEOUT else raw
     t = _wire.parse_token(raw)
     if t is None:
         return qd.REFUSED
@@ -183,7 +183,7 @@ def _flag_reply(cmd: str, raw: Any) -> qd.NodeReply[bool]:
         return None
     if isinstance(raw, Failed):
         # A timeout is "no reply": the node may or may not have run it.
-        return None if raw.kind == ErrorKinds.TIMEOUT else raw
+        return None if raw.kind == ErrorKind.TIMEOUT else raw
     return _wire.parse_flag(cmd, raw)
 
 
@@ -292,7 +292,7 @@ class Quorum:
             self.held = [(h if h is not None else token) if replies[i] is True else None for i, h in enumerate(self.held)]
             return 0
         first = next((r for r in replies if isinstance(r, Failed)), None)
-        kind = first.kind if first is not None else ErrorKinds.TIMEOUT
+        kind = first.kind if first is not None else ErrorKind.TIMEOUT
         return Failed(kind, f"quorum: renewal not confirmed by {need} of {n} nodes")
 
     def release(self, key: str, owner: str, token: int) -> Generator[Round, Any, int]:
@@ -328,7 +328,7 @@ class Quorum:
 
 
 def majority_view(seen: Sequence[_wire.LeaseInfo], n: int) -> Optional[_wire.LeaseInfo]:
-    """``observe()`` in quorum mode: the lease a majority of the ``n`` nodes report for one
+    """``current_leader()`` in quorum mode: the lease a majority of the ``n`` nodes report for one
     owner (the smallest remaining TTL among them), else None."""
     need = qd.majority(n)
     for info in seen:

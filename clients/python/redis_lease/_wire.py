@@ -14,7 +14,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from redis import exceptions as rex
 
-from .decide import ErrorKinds, Failed, Wait, classify_error_line, wire_ms
+from .decide import ErrorKind, Failed, Wait, classify_error_line, wire_ms
 
 Args = Tuple[Union[str, int], ...]
 
@@ -66,7 +66,7 @@ class Fenced(rex.ResponseError):
 def fence_refusal(e: rex.ResponseError, key: str, token: int) -> Optional[Fenced]:
     """The typed error for a FENCED reply, None for any other error."""
     f = failure(e)
-    if f.kind != ErrorKinds.FENCED:
+    if f.kind != ErrorKind.FENCED:
         return None
     return Fenced(key, token, f.message)
 
@@ -91,7 +91,7 @@ def parse_token(v: Any) -> Union[int, None, Failed]:
     t = _int(v)
     # Tokens are positive and below 2^53 (safe in every client's number type).
     if t is None or t <= 0 or t >= 2**53:
-        return Failed(ErrorKinds.PROTOCOL, f"LEASE.ACQUIRE replied {v!r}")
+        return Failed(ErrorKind.PROTOCOL, f"LEASE.ACQUIRE replied {v!r}")
     return t
 
 
@@ -102,13 +102,13 @@ def parse_flag(cmd: str, v: Any) -> Union[bool, Failed]:
         return True
     if t == 0:
         return False
-    return Failed(ErrorKinds.PROTOCOL, f"{cmd} replied {v!r}")
+    return Failed(ErrorKind.PROTOCOL, f"{cmd} replied {v!r}")
 
 
 def parse_acks(v: Any) -> Union[int, Failed]:
     t = _int(v)
     if t is None or t < 0:
-        return Failed(ErrorKinds.PROTOCOL, f"WAIT replied {v!r}")
+        return Failed(ErrorKind.PROTOCOL, f"WAIT replied {v!r}")
     return t
 
 
@@ -131,12 +131,12 @@ def parse_get(v: Any) -> Union[LeaseInfo, None, Failed]:
     elif isinstance(v, (list, tuple)):
         fields = list(v)
     else:
-        return Failed(ErrorKinds.PROTOCOL, f"LEASE.GET replied {v!r}")
+        return Failed(ErrorKind.PROTOCOL, f"LEASE.GET replied {v!r}")
     if len(fields) == 3:
         owner, token, pttl = _text(fields[0]), _int(fields[1]), _int(fields[2])
         if owner is not None and token is not None and token > 0 and pttl is not None and pttl >= 0:
             return LeaseInfo(owner, token, pttl)
-    return Failed(ErrorKinds.PROTOCOL, f"LEASE.GET replied {v!r}")
+    return Failed(ErrorKind.PROTOCOL, f"LEASE.GET replied {v!r}")
 
 
 # redis-py strips the code of the error replies it knows and raises a class per code; put the
@@ -178,16 +178,16 @@ def error_line(e: rex.ResponseError) -> str:
 def failure(e: BaseException) -> Failed:
     """Classify anything a redis-py call raised."""
     if isinstance(e, rex.BusyLoadingError):
-        return Failed(ErrorKinds.LOADING, str(e), code="LOADING")
+        return Failed(ErrorKind.LOADING, str(e), code="LOADING")
     if isinstance(e, rex.ResponseError):
         line = error_line(e)
         f = classify_error_line(line)
         return Failed(f.kind, line, grace_us=f.grace_us, code=line.split(" ", 1)[0])
     if isinstance(e, (rex.TimeoutError, socket.timeout, TimeoutError)):
-        return Failed(ErrorKinds.TIMEOUT, str(e) or "timeout")
+        return Failed(ErrorKind.TIMEOUT, str(e) or "timeout")
     if isinstance(e, (rex.ConnectionError, OSError, EOFError)):
-        return Failed(ErrorKinds.CONNECTION, str(e) or type(e).__name__)
-    return Failed(ErrorKinds.PROTOCOL, f"{type(e).__name__}: {e}")
+        return Failed(ErrorKind.CONNECTION, str(e) or type(e).__name__)
+    return Failed(ErrorKind.PROTOCOL, f"{type(e).__name__}: {e}")
 
 
 # Error codes after which the connection is dropped, so the next command resolves the address

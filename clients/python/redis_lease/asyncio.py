@@ -17,16 +17,16 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from . import _connect, _core, _quorum, _wire
-from .decide import Config, Failed, op_limit_us
+from .decide import Config, ErrorKind, Failed, op_limit_us
 from .metrics import Metrics, NullMetrics
 
-__all__ = ["Elector", "Lease"]
+__all__ = ["Elector", "LeaderContext"]
 
 R = TypeVar("R")
 
 
 class StopEvent(asyncio.Event):
-    """The task's stop signal: an ``asyncio.Event`` that is also set whenever the term's stop
+    """The task's stop signal: an ``asyncio.Event`` that is also set whenever the reign's stop
     point has passed on the clock. Why: the loop sets it from a timer, and a timer cannot fire
     while the event loop is stalled (CPU-bound code, a blocking call, SIGSTOP); right after the
     stall, task code may run before the timer does. ``is_set()`` reads the clock, and a
@@ -47,14 +47,14 @@ class StopEvent(asyncio.Event):
         return await super().wait()
 
 
-class Lease:
+class LeaderContext:
     """What the leader task (a coroutine) gets: its fencing token and when to stop.
 
     :attr:`stop_event` (an ``asyncio.Event``, see :class:`StopEvent`) is set ``stop_budget``
     before the local deadline; a task still running at the deadline is cancelled.
     :meth:`is_leader` and ``stop_event.is_set()`` read the clock on every call, so they are
     right even right after the event loop was stalled; a flag copied out of them earlier, and
-    ``Elector.state``, are not. Call :meth:`is_leader` right before every step that is not
+    ``Elector.role``, are not. Call :meth:`is_leader` right before every step that is not
     fenced; fenced writes are refused by the resource either way.
     """
 
@@ -73,7 +73,7 @@ class Lease:
 
     @property
     def deadline(self) -> Optional[float]:
-        """Current local deadline on the ``time.monotonic()`` clock; None once the term ended."""
+        """Current local deadline on the ``time.monotonic()`` clock; None once the reign ended."""
         t = self._term
         return None if t.ended else _core.monotonic_s(t.deadline_us)
 
@@ -139,12 +139,12 @@ class _Source:
 
 
 class _Run:
-    def __init__(self, el: "Elector", task: Callable[[Lease], Awaitable[Any]], one_shot: bool = False) -> None:
+    def __init__(self, el: "Elector", task: Callable[[LeaderContext], Awaitable[Any]], one_shot: bool = False) -> None:
         self.el = el
         self.task = task
         self.quit = asyncio.Event()
         self.user_task: Optional["asyncio.Future[Any]"] = None
-        self.lease: Optional[Lease] = None
+        self.lease: Optional[LeaderContext] = None
         # leadership(): one reign, then stop campaigning (whatever ended the reign).
         self.one_shot = one_shot
         self.reigns = 0
@@ -186,7 +186,7 @@ class _Run:
             return await self.sleep(op.until_us)
         if isinstance(op, _core.StartTask):
             self.reigns += 1
-            self.lease = Lease(op.term, self.el.key)
+            self.lease = LeaderContext(op.term, self.el.key)
             self.user_task = asyncio.ensure_future(self.task(self.lease))
             return None
         return await self.stop(op.until_us)
@@ -195,7 +195,7 @@ class _Run:
         """The result of an operation a cancellation broke off (its connection, if any, was
         already dropped by _command)."""
         if isinstance(op, _core.Command):
-            return _core.QUIT if op.interruptible else Failed("connection", "cancelled")
+            return _core.QUIT if op.interruptible else Failed(ErrorKind.CONNECTION, "cancelled")
         if isinstance(op, _core.StopTask):
             return await self.stop(op.until_us)  # still wait for the task (until the deadline)
         if isinstance(op, _quorum.Round):
@@ -275,7 +275,7 @@ class Elector:
         config: Optional[Config] = None,
         owner: Optional[str] = None,
         metrics: Optional[Metrics] = None,
-        on_change: Optional[Callable[[_core.Leadership], None]] = None,
+        on_change: Optional[Callable[[_core.Role], None]] = None,
     ) -> None:
         if config is None:
             if ttl is None:
@@ -306,18 +306,18 @@ class Elector:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
 
     @property
-    def state(self) -> _core.Leadership:
+    def role(self) -> _core.Role:
         """The last transition the loop published: a snapshot (see :meth:`is_leader`)."""
         return self._core.state
 
     def is_leader(self) -> bool:
         """True while a reign is on and its stop point is ahead; reads the clock on every call,
-        so it is right as the first thing after a stalled event loop (``state`` is the last
+        so it is right as the first thing after a stalled event loop (``role`` is the last
         transition the loop published)."""
         t = self._core.term
         return t is not None and t.leading()
 
-    async def run(self, task: Callable[[Lease], Awaitable[R]]) -> Optional[R]:
+    async def run(self, task: Callable[[LeaderContext], Awaitable[R]]) -> Optional[R]:
         """Campaign until :meth:`resign`; whenever elected, run ``await task(lease)`` as an
         asyncio task while keeping the lease renewed. Returns the task's value when it returned
         by itself (lease released), None after resign; re-raises the task's exception."""
@@ -358,7 +358,7 @@ class Elector:
         for r in list(self._runs):
             r.request_quit()
 
-    async def observe(self) -> Optional[_wire.LeaseInfo]:
+    async def current_leader(self) -> Optional[_wire.LeaseInfo]:
         """The current leader as the server sees it (``LEASE.GET``; None = no live lease; in
         quorum mode the lease a majority of the nodes report for one owner)."""
         if self._qnodes:
@@ -392,15 +392,15 @@ class Elector:
             raise
 
     @contextlib.asynccontextmanager
-    async def leadership(self, timeout: Optional[float] = None) -> AsyncIterator[Lease]:
+    async def leadership(self, timeout: Optional[float] = None) -> AsyncIterator[LeaderContext]:
         """One-shot ``async with``: see ``redis_lease.Elector.leadership``. If leadership is
         lost while the body runs, ``lease.stop_event`` is set (the body is not cancelled). The
         release waits for the body to exit, until the local deadline at most; a body still
         running at the deadline is not released under. One reign per ``async with``."""
-        got: "asyncio.Future[Lease]" = asyncio.get_running_loop().create_future()
+        got: "asyncio.Future[LeaderContext]" = asyncio.get_running_loop().create_future()
         body_done = asyncio.Event()
 
-        async def hold(lease: Lease) -> None:
+        async def hold(lease: LeaderContext) -> None:
             if not got.done():
                 got.set_result(lease)
             # Why the body's exit and not the stop signal: R13, the lease is released only
@@ -571,7 +571,7 @@ class Elector:
                 await self._drop(op.channel, False)
                 return _core.QUIT
             await self._drop(op.channel, True)  # no reply in time: resolve again next time
-            return Failed("timeout", f"no reply within the loop's limit ({op.args[0]})")
+            return Failed(ErrorKind.TIMEOUT, f"no reply within the loop's limit ({op.args[0]})")
         e = call.exception()
         if e is None:
             return call.result()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Dict, Optional, Tuple, Union
 
 __all__ = [
@@ -31,7 +32,9 @@ __all__ = [
     "backoff_us",
     "not_granted_pause_us",
     "wire_ms",
-    "ErrorKinds",
+    "Label",
+    "ErrorKind",
+    "UNREACHABLE",
     "classify_error_line",
     "Granted",
     "NotGranted",
@@ -42,6 +45,7 @@ __all__ = [
     "RenewResult",
     "Lead",
     "Unconfirmed",
+    "UnconfirmedWhy",
     "NotGrantedAction",
     "GraceWait",
     "Backoff",
@@ -50,14 +54,15 @@ __all__ = [
     "RenewedAction",
     "StepDown",
     "Retry",
+    "RetryWhy",
     "RenewAction",
     "on_renew",
     "must_stop",
     "release_after",
-    "STEP_DOWN_REASONS",
+    "StepDownReason",
     "MAX_BASE_BYTES",
     "MAX_REIGN",
-    "REIGN_EVENTS",
+    "ReignEvent",
     "reign_owner",
     "next_reign",
 ]
@@ -66,56 +71,114 @@ MS = 1000
 """Microseconds per millisecond."""
 
 
-@dataclass(frozen=True)
+def _derived_units(ttl_ms: int) -> Dict[str, Any]:
+    """Every setting derived from the TTL, in the vectors' units (durations floored to whole
+    microseconds): ``config_defaults.json``."""
+    t_us = int(ttl_ms) * MS
+    return {
+        "ttl_ms": int(ttl_ms),
+        "drift": 0.01,
+        "margin_us": min(t_us // 100, 50 * MS),
+        "stop_budget_us": t_us // 5,
+        "renew_interval_us": t_us // 3,
+        "op_timeout_us": max(t_us // 5, 50 * MS),
+        "block_timeout_us": 5_000 * MS,
+        "min_replicas": 0,
+        "wait_timeout_us": t_us // 10,
+        "backoff_min_us": 50 * MS,
+        "backoff_max_us": 5_000 * MS,
+        "node_quarantine_us": 30_000 * MS,
+    }
+
+
+_SECONDS = (
+    "margin", "stop_budget", "renew_interval", "op_timeout", "block_timeout", "wait_timeout",
+    "backoff_min", "backoff_max", "node_quarantine",
+)
+
+
+@dataclass(frozen=True, init=False, repr=False)
 class Config:
-    """Timing configuration of one elector, in seconds for users: build it with
-    :meth:`Config.from_ttl` (seconds), adjust it with :meth:`replace` (seconds, e.g.
-    ``replace(wait_timeout=0.2)``), read it with the properties ``ttl``, ``stop_budget``,
-    ``renew_interval`` ... (seconds). Inside, durations are integer microseconds (``*_us``
-    fields) and the TTL whole milliseconds (``ttl_ms``, as sent to the server), the units of
-    the shared vectors. Defaults for a TTL ``T`` (``conformance/vectors/
-    config_defaults.json``): renew every T/3, drift 1 %, margin min(T/100, 50 ms), stop budget
-    T/5, op timeout max(T/5, 50 ms), BLOCK 5 s, no ``min_replicas``, WAIT timeout T/10,
-    reconnect backoff 50 ms .. 5 s.
+    """Timing configuration of one elector, in seconds like the elector's ``ttl``:
+    ``Config(10.0)`` is every default for a 10 s TTL, ``Config(10.0, min_replicas=1,
+    wait_timeout=0.2)`` changes two of them, :meth:`replace` makes a changed copy and the
+    properties ``ttl``, ``stop_budget``, ``renew_interval`` ... read them (seconds). A setting
+    not given is derived from the TTL ``T`` (``conformance/vectors/config_defaults.json``): renew
+    every T/3, drift 1 %, margin min(T/100, 50 ms), stop budget T/5, op timeout max(T/5, 50 ms),
+    BLOCK 5 s, no ``min_replicas``, WAIT timeout T/10, reconnect backoff 50 ms .. 5 s, node
+    quarantine 30 s (quorum mode). The TTL is rounded to whole milliseconds (as sent to the
+    server), the other durations to whole microseconds.
+
+    Inside, the decisions of this module work in the units of the shared vectors: the fields
+    ``ttl_ms`` and ``*_us`` (read-only; internal, not a way to configure).
     """
 
     ttl_ms: int
-    drift: float = 0.01
-    margin_us: int = 0
-    stop_budget_us: int = 0
-    renew_interval_us: int = 0
-    op_timeout_us: int = 0
-    block_timeout_us: int = 5_000_000
-    min_replicas: int = 0
-    wait_timeout_us: int = 0
-    backoff_min_us: int = 50_000
-    backoff_max_us: int = 5_000_000
+    drift: float
+    margin_us: int
+    stop_budget_us: int
+    renew_interval_us: int
+    op_timeout_us: int
+    block_timeout_us: int
+    min_replicas: int
+    wait_timeout_us: int
+    backoff_min_us: int
+    backoff_max_us: int
     # Quorum mode (protocol Q7): how long a node whose server identity changed counts toward
     # nothing; at least the TTL. Default 30 s, the module's default ``lease.max-ttl``.
-    node_quarantine_us: int = 30_000_000
+    node_quarantine_us: int
+
+    def __init__(
+        self,
+        ttl: float,
+        *,
+        drift: float = 0.01,
+        margin: Optional[float] = None,
+        stop_budget: Optional[float] = None,
+        renew_interval: Optional[float] = None,
+        op_timeout: Optional[float] = None,
+        block_timeout: Optional[float] = None,
+        min_replicas: int = 0,
+        wait_timeout: Optional[float] = None,
+        backoff_min: Optional[float] = None,
+        backoff_max: Optional[float] = None,
+        node_quarantine: Optional[float] = None,
+    ) -> None:
+        units = _derived_units(int(round(ttl * 1000)))
+        given = {
+            "margin": margin, "stop_budget": stop_budget, "renew_interval": renew_interval,
+            "op_timeout": op_timeout, "block_timeout": block_timeout,
+            "wait_timeout": wait_timeout, "backoff_min": backoff_min, "backoff_max": backoff_max,
+            "node_quarantine": node_quarantine,
+        }
+        for name, v in given.items():
+            if v is not None:
+                units[f"{name}_us"] = int(round(v * 1e6))
+        units["drift"] = drift
+        units["min_replicas"] = min_replicas
+        self._set(units)
+
+    def _set(self, units: Dict[str, Any]) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, units[f.name])
 
     @classmethod
-    def from_ttl_ms(cls, ttl_ms: int) -> "Config":
-        """Every setting derived from the TTL (durations floored to whole microseconds)."""
-        t_us = int(ttl_ms) * MS
-        return cls(
-            ttl_ms=int(ttl_ms),
-            drift=0.01,
-            margin_us=min(t_us // 100, 50 * MS),
-            stop_budget_us=t_us // 5,
-            renew_interval_us=t_us // 3,
-            op_timeout_us=max(t_us // 5, 50 * MS),
-            block_timeout_us=5_000 * MS,
-            min_replicas=0,
-            wait_timeout_us=t_us // 10,
-            backoff_min_us=50 * MS,
-            backoff_max_us=5_000 * MS,
-        )
+    def _of_units(cls, **units: Any) -> "Config":
+        """Internal: a configuration in the vectors' units (``ttl_ms``, ``*_us``); a field not
+        given is derived from ``ttl_ms``. Unknown names raise ``TypeError``."""
+        full = _derived_units(int(units["ttl_ms"]))
+        unknown = set(units) - set(full)
+        if unknown:
+            raise TypeError(f"unknown Config fields {sorted(unknown)}")
+        full.update(units)
+        c = cls.__new__(cls)
+        c._set(full)
+        return c
 
     @classmethod
     def from_ttl(cls, ttl: float) -> "Config":
-        """Defaults for a TTL given in seconds (rounded to whole milliseconds)."""
-        return cls.from_ttl_ms(int(round(ttl * 1000)))
+        """Every default for a TTL given in seconds: the same as ``Config(ttl)``."""
+        return cls(ttl)
 
     def replace(
         self,
@@ -132,36 +195,31 @@ class Config:
         backoff_min: Optional[float] = None,
         backoff_max: Optional[float] = None,
         node_quarantine: Optional[float] = None,
-        **fields: Any,
     ) -> "Config":
-        """A copy with some settings changed, durations in **seconds** like the elector's
-        ``ttl`` (e.g. ``replace(min_replicas=1, wait_timeout=0.2)``); rounded to whole
-        microseconds (``ttl`` to whole milliseconds). The internal fields (``ttl_ms``,
-        ``*_us``) are accepted too; giving both names of one setting is an error. Nothing is
-        re-derived: changing ``ttl`` here keeps the other settings (use :meth:`from_ttl`)."""
-        seconds = {
+        """A copy with some settings changed, durations in seconds (e.g.
+        ``replace(min_replicas=1, wait_timeout=0.2)``). Nothing is re-derived: changing ``ttl``
+        here keeps the other settings (build a new ``Config(ttl)`` for new defaults)."""
+        units = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        given = {
             "margin": margin, "stop_budget": stop_budget, "renew_interval": renew_interval,
             "op_timeout": op_timeout, "block_timeout": block_timeout,
             "wait_timeout": wait_timeout, "backoff_min": backoff_min, "backoff_max": backoff_max,
             "node_quarantine": node_quarantine,
         }
-        changes: Dict[str, Any] = dict(fields)
-
-        def put(name: str, value: Any) -> None:
-            if name in changes:
-                raise TypeError(f"{name} given twice (in seconds and in its internal unit)")
-            changes[name] = value
-
-        for name, v in seconds.items():
+        for name, v in given.items():
             if v is not None:
-                put(f"{name}_us", int(round(v * 1e6)))
+                units[f"{name}_us"] = int(round(v * 1e6))
         if ttl is not None:
-            put("ttl_ms", int(round(ttl * 1000)))
+            units["ttl_ms"] = int(round(ttl * 1000))
         if drift is not None:
-            put("drift", drift)
+            units["drift"] = drift
         if min_replicas is not None:
-            put("min_replicas", min_replicas)
-        return dataclasses.replace(self, **changes)
+            units["min_replicas"] = min_replicas
+        return Config._of_units(**units)
+
+    def __repr__(self) -> str:
+        names = ("ttl", "drift") + _SECONDS[:5] + ("min_replicas",) + _SECONDS[5:]
+        return "Config(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in names) + ")"
 
     # Settings in seconds (the fields hold whole microseconds / the TTL in ms, as on the wire).
 
@@ -359,8 +417,21 @@ def not_granted_pause_us(
 # Errors
 
 
-class ErrorKinds:
-    """Error kinds (also the ``kind`` label of ``lease_redis_errors_total``)."""
+class Label(str, Enum):
+    """Base of every typed reason: a ``str`` enum whose ``str()`` and ``format()`` are its value,
+    the text of the vectors, the logs and the metrics labels (``StepDownReason.DEADLINE ==
+    "deadline"``; ``f"{reason}"`` is ``deadline`` on every Python version)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class ErrorKind(Label):
+    """What kind of failure a command hit (also the ``kind`` label of
+    ``lease_redis_errors_total``); docs/client-protocol.md §4."""
 
     CONNECTION = "connection"
     TIMEOUT = "timeout"
@@ -373,21 +444,9 @@ class ErrorKinds:
     SERVER = "server"
     PROTOCOL = "protocol"
 
-    ALL = frozenset(
-        [
-            CONNECTION,
-            TIMEOUT,
-            GRACE,
-            READONLY,
-            NOREPLICAS,
-            LOADING,
-            FENCED,
-            REJECTED,
-            SERVER,
-            PROTOCOL,
-        ]
-    )
-    UNREACHABLE = frozenset([CONNECTION, TIMEOUT])
+
+UNREACHABLE = frozenset([ErrorKind.CONNECTION, ErrorKind.TIMEOUT])
+"""The kinds that mean the server could not be reached at all (vs. it answered an error)."""
 
 
 _GRACE_DEFAULT_US = 100 * MS
@@ -402,15 +461,15 @@ def classify_error_line(line: str) -> "Failed":
         # a short default rather than hammering the server.
         m = _GRACE_MS.match(detail)
         grace = int(m.group(1)) * MS if m else _GRACE_DEFAULT_US
-        return Failed(ErrorKinds.GRACE, line, grace_us=grace)
+        return Failed(ErrorKind.GRACE, line, grace_us=grace)
     kind = {
-        "READONLY": ErrorKinds.READONLY,
-        "NOREPLICAS": ErrorKinds.NOREPLICAS,
-        "LOADING": ErrorKinds.LOADING,
-        "FENCED": ErrorKinds.FENCED,
-        "ERR": ErrorKinds.REJECTED,
-        "WRONGTYPE": ErrorKinds.REJECTED,
-    }.get(code, ErrorKinds.SERVER)
+        "READONLY": ErrorKind.READONLY,
+        "NOREPLICAS": ErrorKind.NOREPLICAS,
+        "LOADING": ErrorKind.LOADING,
+        "FENCED": ErrorKind.FENCED,
+        "ERR": ErrorKind.REJECTED,
+        "WRONGTYPE": ErrorKind.REJECTED,
+    }.get(code, ErrorKind.SERVER)
     return Failed(kind, line)
 
 
@@ -445,10 +504,10 @@ class NotHeld:
 
 @dataclass(frozen=True)
 class Failed:
-    """Any failure, classified: ``kind`` is one of :class:`ErrorKinds`; ``grace_us`` only for
+    """Any failure, classified: ``kind`` is an :class:`ErrorKind`; ``grace_us`` only for
     ``grace``; ``code`` is the server's error code when there is one (MOVED, READONLY...)."""
 
-    kind: str
+    kind: ErrorKind
     message: str = ""
     grace_us: Optional[int] = None
     code: Optional[str] = None
@@ -456,7 +515,7 @@ class Failed:
     @property
     def unreachable(self) -> bool:
         """The server could not be reached at all (vs. it answered with an error)."""
-        return self.kind in ErrorKinds.UNREACHABLE
+        return self.kind in UNREACHABLE
 
 
 AcquireResult = Union[Granted, NotGranted, Failed]
@@ -476,15 +535,24 @@ class Lead:
     next_renew_us: int
 
 
+class UnconfirmedWhy(Label):
+    """Why a grant does not count yet (the ``why`` of ``on_acquire.json``'s ``unconfirmed``)."""
+
+    LATE_REPLY = "late_reply"
+    """The reply came after its own stop point (R7)."""
+    REPLICAS_NOT_ACKED = "replicas_not_acked"
+    """Fewer replicas acknowledged it than ``min_replicas`` (R11)."""
+
+
 @dataclass(frozen=True)
 class Unconfirmed:
-    """Granted, but it does not count (``why``: ``late_reply`` | ``replicas_not_acked``). Do not
-    run the task; ask again WITHOUT BLOCK after ``retry_in_us`` (same owner: the server
-    refreshes our grant and returns the same token)."""
+    """Granted, but it does not count (``why``). Do not run the task; ask again WITHOUT BLOCK
+    after ``retry_in_us`` (same owner: the server refreshes our grant and returns the same
+    token)."""
 
     token: int
     retry_in_us: int
-    why: str
+    why: UnconfirmedWhy
 
 
 @dataclass(frozen=True)
@@ -503,7 +571,7 @@ class GraceWait:
 class Backoff:
     """An error: back off (capped exponential, full jitter) and retry."""
 
-    kind: str
+    kind: ErrorKind
 
 
 AcquireAction = Union[Lead, Unconfirmed, NotGrantedAction, GraceWait, Backoff]
@@ -514,7 +582,7 @@ def on_acquire(cfg: Config, sent_at_us: int, now_us: int, result: AcquireResult)
     if isinstance(result, NotGranted):
         return NotGrantedAction()
     if isinstance(result, Failed):
-        if result.kind == ErrorKinds.GRACE:
+        if result.kind == ErrorKind.GRACE:
             return GraceWait(result.grace_us if result.grace_us is not None else _GRACE_DEFAULT_US)
         return Backoff(result.kind)
     token = result.token
@@ -523,19 +591,29 @@ def on_acquire(cfg: Config, sent_at_us: int, now_us: int, result: AcquireResult)
     if cfg.min_replicas > 0 and (result.acked or 0) < cfg.min_replicas:
         # Why not faster: each retry refreshes our (unused) grant on the primary; replicas
         # catching up take time, there is no point in hammering.
-        return Unconfirmed(token, retry_interval_us(cfg), "replicas_not_acked")
+        return Unconfirmed(token, retry_interval_us(cfg), UnconfirmedWhy.REPLICAS_NOT_ACKED)
     deadline = deadline_us(cfg, sent_at_us)
     # Why: a reply so late that the stop point already passed leaves no safe leadership time;
     # starting the task would mean starting it to stop it. Same owner re-asks without BLOCK.
     if now_us >= stop_at_us(cfg, deadline):
-        return Unconfirmed(token, 0, "late_reply")
+        return Unconfirmed(token, 0, UnconfirmedWhy.LATE_REPLY)
     return Lead(token, deadline, sent_at_us + cfg.renew_interval_us)
 
 
 # ---------------------------------------------------------------------------------------------
 # What a leader does with a RENEW result
 
-STEP_DOWN_REASONS = ("renew_rejected", "deadline", "resigned", "task_exited")
+class StepDownReason(Label):
+    """Why a reign ended (also the ``reason`` label of ``lease_transitions_total``)."""
+
+    RENEW_REJECTED = "renew_rejected"
+    """``LEASE.RENEW`` answered 0: the server says we do not hold the lease."""
+    DEADLINE = "deadline"
+    """The stop point came before a renewal confirmed the lease (R3, R9)."""
+    RESIGNED = "resigned"
+    """``resign()``, cancellation or Ctrl-C."""
+    TASK_EXITED = "task_exited"
+    """The leader task returned (or raised) by itself."""
 
 
 @dataclass(frozen=True)
@@ -548,18 +626,28 @@ class RenewedAction:
 
 @dataclass(frozen=True)
 class StepDown:
-    """Stop leading now (``reason``: ``renew_rejected`` | ``deadline``)."""
+    """Stop leading now (``reason``: ``RENEW_REJECTED`` or ``DEADLINE``)."""
 
-    reason: str
+    reason: StepDownReason
+
+
+class RetryWhy(Label):
+    """Why a renewal did not count (the ``why`` of ``on_renew.json``'s ``retry``)."""
+
+    TIMEOUT = "timeout"
+    """No reply within the op limit (R5)."""
+    ERROR = "error"
+    """Any other failure."""
+    REPLICAS_NOT_ACKED = "replicas_not_acked"
+    """Fewer replicas acknowledged it than ``min_replicas`` (R11)."""
 
 
 @dataclass(frozen=True)
 class Retry:
-    """The renewal did not count; keep the OLD deadline and try again at ``at_us``
-    (``why``: ``timeout`` | ``error`` | ``replicas_not_acked``)."""
+    """The renewal did not count; keep the OLD deadline and try again at ``at_us``."""
 
     at_us: int
-    why: str
+    why: RetryWhy
 
 
 RenewAction = Union[RenewedAction, StepDown, Retry]
@@ -571,37 +659,35 @@ def on_renew(
     """What a leader does with the result of RENEW (+ WAIT)."""
     stop = stop_at_us(cfg, deadline)
 
-    def retry(why: str) -> RenewAction:
+    def retry(why: RetryWhy) -> RenewAction:
         # Why: errors and timeouts say nothing about the lease; the last confirmed deadline
         # still holds, so keep leading and retrying until the stop point, then step down.
         if now_us >= stop:
-            return StepDown("deadline")
+            return StepDown(StepDownReason.DEADLINE)
         return Retry(min(now_us + retry_interval_us(cfg), stop), why)
 
     if isinstance(result, NotHeld):
         # Why: 0 is the server's word that we no longer hold the lease. The local deadline may
         # still be ahead, but nothing backs it any more: step down at once.
-        return StepDown("renew_rejected")
+        return StepDown(StepDownReason.RENEW_REJECTED)
     if isinstance(result, Renewed):
         # Why: an unacknowledged renewal may be lost in a failover; the new primary then
         # expires the lease at the OLD expiry, so only the old deadline is backed.
         if cfg.min_replicas > 0 and (result.acked or 0) < cfg.min_replicas:
-            return retry("replicas_not_acked")
+            return retry(RetryWhy.REPLICAS_NOT_ACKED)
         new_deadline = max(deadline_us(cfg, sent_at_us), deadline)
         if now_us >= stop_at_us(cfg, new_deadline):
-            return StepDown("deadline")
+            return StepDown(StepDownReason.DEADLINE)
         return RenewedAction(new_deadline, sent_at_us + cfg.renew_interval_us)
-    if result.kind == ErrorKinds.TIMEOUT:
-        return retry("timeout")
-    return retry("error")
+    if result.kind == ErrorKind.TIMEOUT:
+        return retry(RetryWhy.TIMEOUT)
+    return retry(RetryWhy.ERROR)
 
 
-def release_after(reason: str) -> bool:
+def release_after(reason: StepDownReason) -> bool:
     """Whether to send RELEASE after the task stopped. Not after ``renew_rejected``: the server
     already said we do not hold it (a release would only cost a round trip)."""
-    if reason not in STEP_DOWN_REASONS:
-        raise ValueError(f"unknown step-down reason {reason!r}")
-    return reason != "renew_rejected"
+    return StepDownReason(reason) != StepDownReason.RENEW_REJECTED
 
 
 # ---------------------------------------------------------------------------------------------
@@ -613,7 +699,14 @@ MAX_BASE_BYTES = 239
 MAX_REIGN = 2**53 - 1
 """Largest reign number (exact in every client's number type, like a token)."""
 
-REIGN_EVENTS = ("granted", "unconfirmed", "not_granted", "error", "stepped_down")
+class ReignEvent(Label):
+    """What the loop reports to :func:`next_reign` (``next_reign.json``)."""
+
+    GRANTED = "granted"
+    UNCONFIRMED = "unconfirmed"
+    NOT_GRANTED = "not_granted"
+    ERROR = "error"
+    STEPPED_DOWN = "stepped_down"
 
 
 def reign_owner(base: str, reign: int) -> Optional[str]:
@@ -635,10 +728,8 @@ def reign_owner(base: str, reign: int) -> Optional[str]:
     return f"{base}#{reign}"
 
 
-def next_reign(reign: int, event: str) -> int:
+def next_reign(reign: int, event: ReignEvent) -> int:
     """The reign counter after an event of the loop: only ``stepped_down`` (leaving the leader
     state, whatever the reason) advances it. Why the others keep it: within one campaign the
     R7/R16 re-asks (late grant, timed-out ACQUIRE) must refresh the campaign's *own* grant."""
-    if event not in REIGN_EVENTS:
-        raise ValueError(f"unknown reign event {event!r}")
-    return reign + 1 if event == "stepped_down" else reign
+    return reign + 1 if ReignEvent(event) == ReignEvent.STEPPED_DOWN else reign

@@ -30,6 +30,8 @@ import threading
 import time
 from typing import Any, Dict, Optional
 
+from .decide import ErrorKind, StepDownReason
+
 try:  # Protocol is in typing from 3.8 on; kept explicit for readers.
     from typing import Protocol
 except ImportError:  # pragma: no cover
@@ -44,11 +46,11 @@ class KeyMetrics(Protocol):
     """What the election loop records for one lease key."""
 
     def leader(self, token: int, deadline: float) -> None: ...
-    def follower(self, reason: str) -> None: ...
+    def follower(self, reason: StepDownReason) -> None: ...
     def deadline(self, deadline: Optional[float]) -> None: ...
     def acquire(self, result: str) -> None: ...
     def renew(self, result: str, latency: float) -> None: ...
-    def redis_error(self, op: str, kind: str) -> None: ...
+    def redis_error(self, op: str, kind: ErrorKind) -> None: ...
     def redis_up(self, up: bool) -> None: ...
     def task_overrun(self) -> None: ...
 
@@ -63,7 +65,7 @@ class _NullKey:
     def leader(self, token: int, deadline: float) -> None:
         pass
 
-    def follower(self, reason: str) -> None:
+    def follower(self, reason: StepDownReason) -> None:
         pass
 
     def deadline(self, deadline: Optional[float]) -> None:
@@ -75,7 +77,7 @@ class _NullKey:
     def renew(self, result: str, latency: float) -> None:
         pass
 
-    def redis_error(self, op: str, kind: str) -> None:
+    def redis_error(self, op: str, kind: ErrorKind) -> None:
         pass
 
     def redis_up(self, up: bool) -> None:
@@ -158,10 +160,10 @@ class _PromKey:
         self._f["transitions"].labels(key=self._key, to="leader", reason="acquired").inc()
         self._deadline = deadline
 
-    def follower(self, reason: str) -> None:
+    def follower(self, reason: StepDownReason) -> None:
         self._f["is_leader"].labels(key=self._key).set(0)
         self._f["token"].labels(key=self._key).set(0)
-        self._f["transitions"].labels(key=self._key, to="follower", reason=reason).inc()
+        self._f["transitions"].labels(key=self._key, to="follower", reason=str(reason)).inc()
         self._deadline = None
 
     def deadline(self, deadline: Optional[float]) -> None:
@@ -174,8 +176,8 @@ class _PromKey:
         self._f["renew"].labels(key=self._key, result=result).inc()
         self._f["renew_latency"].labels(key=self._key).observe(latency)
 
-    def redis_error(self, op: str, kind: str) -> None:
-        self._f["redis_errors"].labels(key=self._key, op=op, kind=kind).inc()
+    def redis_error(self, op: str, kind: ErrorKind) -> None:
+        self._f["redis_errors"].labels(key=self._key, op=op, kind=str(kind)).inc()
 
     def redis_up(self, up: bool) -> None:
         self._f["redis_up"].labels(key=self._key).set(1 if up else 0)

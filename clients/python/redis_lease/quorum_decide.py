@@ -16,7 +16,7 @@ import enum
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, TypeVar, Union
 
-from .decide import ErrorKinds, Failed
+from .decide import ErrorKind, Failed
 
 T = TypeVar("T")
 # None = no reply in time; a Failed = an error reply or a broken connection; else the value.
@@ -176,8 +176,8 @@ def after_acquire(
     if refused + need > n or len(failed) + silent <= n - need:
         outcome = NotGranted()
     else:
-        grace = next((f for f in failed if f.kind == ErrorKinds.GRACE), None)
-        outcome = grace or (failed[0] if failed else Failed(ErrorKinds.TIMEOUT, "quorum: no reply in time"))
+        grace = next((f for f in failed if f.kind == ErrorKind.GRACE), None)
+        outcome = grace or (failed[0] if failed else Failed(ErrorKind.TIMEOUT, "quorum: no reply in time"))
     return Abort(tuple(granted), outcome)
 
 

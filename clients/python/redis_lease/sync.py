@@ -12,17 +12,17 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from . import _connect, _core, _quorum, _wire
-from .decide import Config, Failed
+from .decide import Config, ErrorKind, Failed
 from .metrics import Metrics, NullMetrics
 
-__all__ = ["Elector", "Lease"]
+__all__ = ["Elector", "LeaderContext"]
 
 R = TypeVar("R")
 _POLL = 0.05  # how often a blocked read looks at resign() (the reply itself wakes it at once)
 
 
 class StopEvent(threading.Event):
-    """The task's stop signal: a ``threading.Event`` that is also set whenever the term's stop
+    """The task's stop signal: a ``threading.Event`` that is also set whenever the reign's stop
     point has passed on the clock. Why: the watchdog thread sets it at the stop point, but
     after a pause (SIGSTOP, GC, VM freeze) the task's thread may run before the watchdog does;
     ``is_set()`` and ``wait()`` read the clock, so they are right as the first thing then."""
@@ -40,7 +40,7 @@ class StopEvent(threading.Event):
         return super().wait(timeout) or self.is_set()
 
 
-class Lease:
+class LeaderContext:
     """What the leader task gets: its fencing token and when to stop.
 
     The task must stop promptly once :attr:`stop_event` is set: it is set ``stop_budget``
@@ -68,7 +68,7 @@ class Lease:
     @property
     def deadline(self) -> Optional[float]:
         """Current local deadline on the ``time.monotonic()`` clock (moves forward with every
-        confirmed renewal); None once the term ended."""
+        confirmed renewal); None once the reign ended."""
         t = self._term
         return None if t.ended else _core.monotonic_s(t.deadline_us)
 
@@ -89,7 +89,7 @@ class _TaskBox:
         self.value: Any = None
         self.error: Optional[BaseException] = None
         self.thread: Optional[threading.Thread] = None
-        self.lease: Optional[Lease] = None
+        self.lease: Optional[LeaderContext] = None
 
 
 class _Source:
@@ -141,7 +141,7 @@ class _Source:
 class _Run:
     """One call of run(): executes the shared loop's operations with threads."""
 
-    def __init__(self, el: "Elector", task: Callable[[Lease], Any], one_shot: bool = False) -> None:
+    def __init__(self, el: "Elector", task: Callable[[LeaderContext], Any], one_shot: bool = False) -> None:
         self.el = el
         self.task = task
         self.quit = threading.Event()
@@ -196,7 +196,7 @@ class _Run:
         if isinstance(op, _core.Command):
             # A reply may be in flight: the connection is never reused.
             self.el._drop(op.channel, False)
-            return _core.QUIT if op.interruptible else Failed("connection", "interrupted")
+            return _core.QUIT if op.interruptible else Failed(ErrorKind.CONNECTION, "interrupted")
         if isinstance(op, _core.StopTask):
             return self.stop(op.until_us)  # still wait for the task (bounded by the deadline)
         if isinstance(op, _quorum.Round):
@@ -218,7 +218,7 @@ class _Run:
     def start(self, term: _core.Term) -> None:
         self.reigns += 1
         el = self.el
-        lease = Lease(term, el.key)
+        lease = LeaderContext(term, el.key)
         box = self.box = _TaskBox()
         box.lease = lease
 
@@ -293,7 +293,7 @@ class Elector:
     ``host-pid-random``), 1..=239 bytes; each reign is sent as ``owner#n`` (n = 1, 2, ... one
     more after every step-down), so a late command of an ended reign never matches a new one.
     ``metrics``: e.g. ``redis_lease.metrics.PrometheusMetrics()``. ``on_change``: called with
-    a :class:`~redis_lease.Leadership` on every transition of this elector (from the loop's
+    a :class:`~redis_lease.Role` on every transition of this elector (from the loop's
     thread; keep it quick).
 
     Nothing is sent before :meth:`run`; an unusable configuration raises ``ValueError`` here.
@@ -308,7 +308,7 @@ class Elector:
         config: Optional[Config] = None,
         owner: Optional[str] = None,
         metrics: Optional[Metrics] = None,
-        on_change: Optional[Callable[[_core.Leadership], None]] = None,
+        on_change: Optional[Callable[[_core.Role], None]] = None,
     ) -> None:
         if config is None:
             if ttl is None:
@@ -339,19 +339,19 @@ class Elector:
     # -- public API ------------------------------------------------------------------------------
 
     @property
-    def state(self) -> _core.Leadership:
+    def role(self) -> _core.Role:
         """The last transition the loop published (leader with token and deadline, or follower):
         a snapshot, not re-checked against the clock; use :meth:`is_leader` for that."""
         return self._core.state
 
     def is_leader(self) -> bool:
         """True while a reign is on and its stop point is ahead. Reads the clock on every call
-        (like :meth:`Lease.is_leader`): right even as the first thing after a pause, before
-        the loop ran. (:attr:`state` is the last published transition.)"""
+        (like :meth:`LeaderContext.is_leader`): right even as the first thing after a pause, before
+        the loop ran. (:attr:`role` is the last published transition.)"""
         t = self._core.term
         return t is not None and t.leading()
 
-    def run(self, task: Callable[[Lease], R]) -> Optional[R]:
+    def run(self, task: Callable[[LeaderContext], R]) -> Optional[R]:
         """Campaign until :meth:`resign`; whenever elected, run ``task(lease)`` in a thread and
         keep the lease renewed while it runs. When leadership is lost the task's stop signal
         fires and the elector campaigns again.
@@ -393,11 +393,11 @@ class Elector:
         for r in list(self._runs):
             r.request_quit()
 
-    def observe(self) -> Optional[_wire.LeaseInfo]:
+    def current_leader(self) -> Optional[_wire.LeaseInfo]:
         """The current leader as the server sees it (``LEASE.GET``; None = no live lease).
         Uses the given client (its own pool), not the elector's connections."""
         if self._qnodes:
-            return self._observe_quorum()
+            return self._current_leader_quorum()
         v = self._source.client().execute_command("LEASE.GET", self.key)
         info = _wire.parse_get(v)
         if isinstance(info, Failed):
@@ -425,7 +425,7 @@ class Elector:
             raise
 
     @contextlib.contextmanager
-    def leadership(self, timeout: Optional[float] = None) -> Iterator[Lease]:
+    def leadership(self, timeout: Optional[float] = None) -> Iterator[LeaderContext]:
         """One-shot: campaign until elected (at most ``timeout`` seconds, else ``TimeoutError``),
         keep the lease renewed in the background while the ``with`` body runs, release it after
         the body exited. If leadership is lost meanwhile, ``lease.stop_event`` is set and
@@ -433,11 +433,11 @@ class Elector:
         it). The release waits for the body to exit, until the local deadline at most: a body
         still running at the deadline is not released under (the lease expires on the server).
         One reign per ``with``: the elector does not campaign again inside it."""
-        handed: "queue.Queue[Optional[Lease]]" = queue.Queue()
+        handed: "queue.Queue[Optional[LeaderContext]]" = queue.Queue()
         box: Dict[str, BaseException] = {}
         body_done = threading.Event()
 
-        def hold(lease: Lease) -> None:
+        def hold(lease: LeaderContext) -> None:
             handed.put(lease)
             # Why the body's exit and not the stop signal: R13, the lease is released only
             # after the work stopped. The loop waits for this (the task) until the deadline.
@@ -483,7 +483,7 @@ class Elector:
             with node.lock:
                 node.drop(False)
 
-    def _observe_quorum(self) -> Optional[_wire.LeaseInfo]:
+    def _current_leader_quorum(self) -> Optional[_wire.LeaseInfo]:
         """Quorum mode: the lease a majority of the nodes report for one owner (the smallest
         remaining TTL of those), else None. Through each node's given client."""
         seen: List[_wire.LeaseInfo] = []
@@ -607,7 +607,7 @@ class Elector:
                     # No reply in time: with a reply in flight the connection is not reused;
                     # resolve the address again (Sentinel/Cluster/factory) on the next open.
                     self._drop(op.channel, True)
-                    return Failed("timeout", f"no reply within the loop's limit ({' '.join(map(str, op.args[:1]))})")
+                    return Failed(ErrorKind.TIMEOUT, f"no reply within the loop's limit ({' '.join(map(str, op.args[:1]))})")
                 if conn.can_read(timeout=min(left / 1e6, _POLL)):
                     break
             return conn.read_response()

@@ -25,7 +25,7 @@ import time
 from typing import Any, Dict, List, Optional
 
 from redis_lease.decide import Config
-from redis_lease.sync import Elector, Lease
+from redis_lease.sync import Elector, LeaderContext
 
 PREP_S = 0.015  # check -> write window (where a pause turns a write stale)
 PERIOD_S = 0.025
@@ -82,7 +82,7 @@ class Resource:
             return False
 
 
-def deadline_ns(lease: Lease) -> int:
+def deadline_ns(lease: LeaderContext) -> int:
     # The library's deadline is on time.monotonic() (CLOCK_MONOTONIC): same base as t.
     d = lease.deadline
     return 0 if d is None else int(d * 1e9)
@@ -96,7 +96,7 @@ class Work:
         self.ttl_s = ttl_s
         self.unsafe = unsafe
 
-    def reign(self, lease: Lease, call: Optional[int] = None) -> None:
+    def reign(self, lease: LeaderContext, call: Optional[int] = None) -> None:
         token = lease.token
         # `call`: the one-shot call this reign runs in (the checker allows one reign per call);
         # run()-style reigns record none.
@@ -124,7 +124,7 @@ class Work:
                 break
         self.rec.write("stop", t=time.monotonic_ns(), token=token, why=why)
 
-    def unsafe_loop(self, lease: Lease) -> None:
+    def unsafe_loop(self, lease: LeaderContext) -> None:
         token = lease.token
         res = Resource(self.resource)
         seq = 0
@@ -173,14 +173,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     # The owner starts with our id, so the orchestrator can map LEASE.GET's owner to us.
     owner = f"{a.id}-{os.getpid()}-{random.getrandbits(32):08x}"
     rec.write("start", t=time.monotonic_ns(), elector=a.id, pid=os.getpid(), owner=owner, mode=a.mode)
-    cfg = Config.from_ttl_ms(a.ttl_ms)
+    cfg = Config(a.ttl_ms / 1000)
     # Reconnect backoff capped at one TTL (library default 5 s): the harness measures
     # "Redis back -> next grant", which the cap bounds.
-    cfg = cfg.replace(backoff_max_us=max(a.ttl_ms * 1000, cfg.backoff_min_us))
+    cfg = cfg.replace(backoff_max=max(a.ttl_ms / 1000, cfg.backoff_min))
     # Quorum campaigns (as the built-in elector): every elector uses this one TTL, so the
     # longest lease a restarted or wiped node can have lost is one TTL; that is the quarantine
     # of a node whose identity changed (protocol Q7, docs/quorum.md §4.1).
-    cfg = cfg.replace(node_quarantine_us=a.ttl_ms * 1000)
+    cfg = cfg.replace(node_quarantine=a.ttl_ms / 1000)
     elector = Elector(a.redis if len(a.redis) > 1 else a.redis[0], a.key, config=cfg, owner=owner)
     if a.mode == "reuse-owner":
         elector._core._reuse_owner = True  # private hook: the behaviour R17 forbids

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from redis_lease import Elector, Lease
+from redis_lease import Elector, LeaderContext
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
 
     el = Elector(url, key, 1.0)
 
-    def task(lease: Lease) -> None:
+    def task(lease: LeaderContext) -> None:
         rec("grant", token=lease.token, deadline=int((lease.deadline or 0) * 1e9))
 
         def on_stop() -> None:

@@ -9,8 +9,8 @@ from typing import Awaitable, Callable, List, Optional, TypeVar
 import pytest
 from prometheus_client import CollectorRegistry
 
-from redis_lease import Leadership
-from redis_lease.asyncio import Elector, Lease
+from redis_lease import Role
+from redis_lease.asyncio import Elector, LeaderContext
 from redis_lease.metrics import PrometheusMetrics
 
 from .conftest import RedisServer
@@ -26,12 +26,12 @@ def arun(coro: Awaitable[T]) -> T:
 class Recorder:
     def __init__(self) -> None:
         self.started = asyncio.Event()
-        self.lease: Optional[Lease] = None
+        self.lease: Optional[LeaderContext] = None
         self.t_start = 0.0
         self.t_stop = 0.0
         self.deadline_seen = 0.0
 
-    async def __call__(self, lease: Lease) -> str:
+    async def __call__(self, lease: LeaderContext) -> str:
         self.lease = lease
         self.t_start = time.monotonic()
         self.started.set()
@@ -91,7 +91,7 @@ def test_handover_and_the_event_loop_is_never_blocked(server: RedisServer) -> No
 
 def test_redis_killed_leader_steps_down_before_deadline(server: RedisServer) -> None:
     async def main() -> None:
-        changes: List[Leadership] = []
+        changes: List[Role] = []
         el = Elector(server.url, "akill", TTL, on_change=changes.append)
         rec = Recorder()
         t = asyncio.ensure_future(el.run(rec))
@@ -113,7 +113,7 @@ def test_leadership_context_manager_and_timeout(server: RedisServer) -> None:
         holder = Elector(server.url, "actx", TTL)
         async with holder.leadership(timeout=5) as lease:
             assert lease.is_leader()
-            info = await holder.observe()
+            info = await holder.current_leader()
             assert info is not None and info.token == lease.token
             other = Elector(server.url, "actx", TTL)
             with pytest.raises(TimeoutError):
@@ -122,7 +122,7 @@ def test_leadership_context_manager_and_timeout(server: RedisServer) -> None:
             await asyncio.sleep(1.2 * TTL)
             assert lease.is_leader()
         assert not lease.is_leader()
-        assert await holder.observe() is None
+        assert await holder.current_leader() is None
 
     arun(main())
 
@@ -134,7 +134,7 @@ def test_task_ignoring_its_stop_signal_is_cancelled_at_the_deadline(server: Redi
         seen: List[str] = []
         started = asyncio.Event()
 
-        async def stubborn(lease: Lease) -> None:
+        async def stubborn(lease: LeaderContext) -> None:
             started.set()
             try:
                 await asyncio.sleep(60)  # ignores lease.stop_event
@@ -163,12 +163,12 @@ def test_task_exception_is_raised_after_release(server: RedisServer) -> None:
     async def main() -> None:
         el = Elector(server.url, "aboom", TTL)
 
-        async def task(lease: Lease) -> None:
+        async def task(lease: LeaderContext) -> None:
             raise ValueError("task failed")
 
         with pytest.raises(ValueError, match="task failed"):
             await el.run(task)
-        assert await el.observe() is None
+        assert await el.current_leader() is None
 
     arun(main())
 
@@ -179,7 +179,7 @@ def test_resign_from_another_thread_interrupts_a_blocking_acquire(server: RedisS
         async with holder.leadership(timeout=5):
             follower = Elector(server.url, "athread", TTL)
 
-            async def never(lease: Lease) -> None:
+            async def never(lease: LeaderContext) -> None:
                 pytest.fail("must not lead")
 
             t = asyncio.ensure_future(follower.run(never))

@@ -12,9 +12,9 @@ from typing import List
 
 import pytest
 
-from redis_lease import Elector, Lease, _core
+from redis_lease import Elector, LeaderContext, _core
 from redis_lease.asyncio import Elector as AsyncElector
-from redis_lease.asyncio import Lease as AsyncLease
+from redis_lease.asyncio import LeaderContext as AsyncLease
 
 from .conftest import RedisServer
 
@@ -43,10 +43,10 @@ def test_deadlines_are_timed_on_clock_boottime(monkeypatch: pytest.MonkeyPatch) 
 
 def test_sync_elector_is_leader_reads_the_clock(server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
     el = Elector(server.url, "clk", TTL)
-    leases: List[Lease] = []
+    leases: List[LeaderContext] = []
     started = threading.Event()
 
-    def task(lease: Lease) -> None:
+    def task(lease: LeaderContext) -> None:
         leases.append(lease)
         started.set()
         lease.stop_event.wait()
@@ -72,7 +72,7 @@ def test_async_objects_after_a_loop_stall_past_the_stop_point(server: RedisServe
     """Issue 33: the event loop is stalled (a CPU spin in task code) past the stop point. Right
     after the stall, before the loop ran anything else, every object handed out reads the
     clock: the stop event is set, is_leader() is false on the lease and on the elector. Only
-    ``state`` (the last transition, published by the loop) is still the old one."""
+    ``role`` (the last transition, published by the loop) is still the old one."""
 
     async def main() -> None:
         el = AsyncElector(server.url, "stall", TTL)
@@ -86,7 +86,7 @@ def test_async_objects_after_a_loop_stall_past_the_stop_point(server: RedisServe
             seen["stop_event.is_set"] = lease.stop_event.is_set()
             seen["lease.is_leader"] = lease.is_leader()
             seen["elector.is_leader"] = el.is_leader()
-            seen["state.is_leader"] = el.state.is_leader
+            seen["role.is_leader"] = el.role.is_leader
             await lease.stop_event.wait()
 
         t = asyncio.ensure_future(el.run(task))
@@ -99,7 +99,7 @@ def test_async_objects_after_a_loop_stall_past_the_stop_point(server: RedisServe
             "stop_event.is_set": True,
             "lease.is_leader": False,
             "elector.is_leader": False,
-            "state.is_leader": True,
+            "role.is_leader": True,
         }
 
     asyncio.run(main())

@@ -14,7 +14,7 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from redis_lease import Elector, Lease, Leadership, _wire
+from redis_lease import Elector, LeaderContext, Role, _wire
 
 from .conftest import RedisServer, free_port
 
@@ -105,12 +105,12 @@ def test_leads_on_the_slot_owner_and_follows_a_slot_migration(cluster: List[Redi
     # Start from a node that does NOT own the slot: the client must route by slot.
     entry = dst
     rc = RedisCluster(host="127.0.0.1", port=entry.port, socket_timeout=2)
-    changes: List[Leadership] = []
+    changes: List[Role] = []
     el = Elector(rc, KEY, TTL, on_change=changes.append)
-    leases: List[Lease] = []
+    leases: List[LeaderContext] = []
     started = threading.Event()
 
-    def task(lease: Lease) -> None:
+    def task(lease: LeaderContext) -> None:
         leases.append(lease)
         started.set()
         lease.stop_event.wait()

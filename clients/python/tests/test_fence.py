@@ -65,8 +65,9 @@ def test_config_in_seconds() -> None:
     assert (d.wait_timeout_us, d.block_timeout_us, d.min_replicas) == (200_000, 1_500_000, 1)
     assert (d.wait_timeout, d.block_timeout) == (0.2, 1.5)
     assert c.replace(ttl=2.5).ttl_ms == 2500
-    assert c.replace(op_timeout_us=7).op_timeout_us == 7  # the internal unit still works
-    with pytest.raises(TypeError, match="twice"):
-        c.replace(op_timeout=1.0, op_timeout_us=5)
+    assert Config(10.0) == c and Config(10.0, min_replicas=1, wait_timeout=0.2, block_timeout=1.5) == d
+    assert repr(Config(1.0)).startswith("Config(ttl=1.0, drift=0.01, margin=0.01, stop_budget=0.2,")
+    with pytest.raises(TypeError):  # the internal units are not a way to configure
+        c.replace(op_timeout_us=7)  # type: ignore[call-arg]
     with pytest.raises(TypeError):
-        c.replace(no_such_setting=1)
+        Config(ttl_ms=10_000)  # type: ignore[call-arg]

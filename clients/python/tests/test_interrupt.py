@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from redis_lease import Elector, Lease
+from redis_lease import Elector, LeaderContext
 from redis_lease.asyncio import Elector as AsyncElector
-from redis_lease.asyncio import Lease as AsyncLease
+from redis_lease.asyncio import LeaderContext as AsyncLease
 
 from .conftest import RedisServer
 
@@ -50,7 +50,7 @@ def test_cancelling_async_run_resigns(server: RedisServer) -> None:
         assert time.monotonic() - t0 < TTL
         assert stopped.is_set(), "the task was not stopped"
         assert not el.is_leader() and not leases[0].is_leader()
-        assert await el.observe() is None, "cancel must release the lease"
+        assert await el.current_leader() is None, "cancel must release the lease"
         assert not el._conns, "the elector's own connections are closed"
         await el.close()
 
@@ -63,7 +63,7 @@ def test_keyboard_interrupt_in_sync_run_resigns(server: RedisServer) -> None:
     stopped = threading.Event()
     started = threading.Event()
 
-    def task(lease: Lease) -> None:
+    def task(lease: LeaderContext) -> None:
         started.set()
         lease.stop_event.wait()
         stopped.set()
@@ -79,7 +79,7 @@ def test_keyboard_interrupt_in_sync_run_resigns(server: RedisServer) -> None:
         el.run(task)
     assert stopped.is_set(), "the task was not stopped"
     assert not el.is_leader()
-    assert el.observe() is None, "Ctrl-C must release the lease"
+    assert el.current_leader() is None, "Ctrl-C must release the lease"
     assert not el._conns, "the elector's own connections are closed"
 
 

@@ -37,6 +37,7 @@ def test_sdist_and_wheel_contents(tmp_path: Path) -> None:
         assert z.read(lic) == (REPO / "LICENSE").read_bytes()
     assert sorted(n.split("/", 1)[1] for n in names if n.startswith("redis_lease/")) == package
     assert not [n for n in names if not n.startswith(("redis_lease/", "redis_lease-"))], names
+    assert not [n for n in names if "conformance" in n], names  # the adapter stays in tests/
     assert "License-Expression: BSD-3-Clause" in meta
     assert "Description-Content-Type: text/markdown" in meta and "# redis-lease for Python" in meta
 
@@ -45,6 +46,7 @@ def test_sdist_and_wheel_contents(tmp_path: Path) -> None:
     top = {m.split("/", 1)[0] for m in members}
     assert {"README.md", "LICENSE", "pyproject.toml", "redis_lease"} <= top
     assert not {"tests", "build", ".venv", "test.sh", "conformance.sh", "requirements-dev.txt"} & top, sorted(top)
+    assert not [m for m in members if "conformance" in m], members
     assert sorted(m.split("/", 1)[1] for m in members if m.startswith("redis_lease/")) == package
     # The copy setuptools can ship is the repository's license, byte for byte.
     assert (CLIENT_DIR / "LICENSE").read_bytes() == (REPO / "LICENSE").read_bytes()

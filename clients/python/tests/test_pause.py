@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
-from redis_lease import Elector, Lease
+from redis_lease import Elector, LeaderContext
 
 from .conftest import RedisServer
 
@@ -49,7 +49,7 @@ def test_sigstopped_leader_stops_and_never_acts_after_sigcont(server: RedisServe
             assert proc.poll() is None, "helper died"
             time.sleep(0.01)
 
-        def follow(lease: Lease) -> None:
+        def follow(lease: LeaderContext) -> None:
             follower_token.append(lease.token)
             follower_started.set()
             lease.stop_event.wait()

@@ -14,18 +14,18 @@ import pytest
 import redis
 
 import redis_lease.asyncio as alease
-from redis_lease import Config, Elector, Lease
+from redis_lease import Config, Elector, LeaderContext
 from redis_lease import _quorum
 from redis_lease import quorum_decide as qd
-from redis_lease.decide import ErrorKinds, Failed
+from redis_lease.decide import ErrorKind, Failed
 
 from .conftest import RedisServer
 
 TTL = 1.0
 C = qd.QuorumControl.CORRECT
 BUSY = qd.REFUSED
-DOWN = Failed(ErrorKinds.CONNECTION, "down")
-GRACE = Failed(ErrorKinds.GRACE, "GRACE 700", grace_us=700_000)
+DOWN = Failed(ErrorKind.CONNECTION, "down")
+GRACE = Failed(ErrorKind.GRACE, "GRACE 700", grace_us=700_000)
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -65,7 +65,7 @@ def test_after_acquire(name: str, control: qd.QuorumControl, replies: List[qd.Ac
 
 
 def test_raise_and_renew() -> None:
-    e = Failed(ErrorKinds.TIMEOUT, "t")
+    e = Failed(ErrorKind.TIMEOUT, "t")
     assert qd.raise_confirmed(C, [True, True, False], 3)
     assert not qd.raise_confirmed(C, [True, None, False], 3)
     assert qd.raise_confirmed(qd.QuorumControl.MINORITY, [True, None, None], 3)
@@ -130,7 +130,7 @@ def test_round_raises_to_the_maximum_and_renews_each_node() -> None:
 
 def test_partial_grants_are_released_and_the_owner_retired() -> None:
     q = quorum()
-    down = Failed(ErrorKinds.CONNECTION, "refused")
+    down = Failed(ErrorKind.CONNECTION, "refused")
     tok, rounds = drive(q.acquire("k", "o#1", 1000, 10**18), [[None, 5, down], [1, 1, 1]])
     assert tok is None  # not granted: poll again
     assert rounds[1].cmds == (None, ("LEASE.RELEASE", "k", "o#1", 5), None)
@@ -191,9 +191,9 @@ class Recorder:
         self.log = log if log is not None else []
         self.name = name
         self.leading = threading.Event()
-        self.lease: Optional[Lease] = None
+        self.lease: Optional[LeaderContext] = None
 
-    def __call__(self, lease: Lease) -> None:
+    def __call__(self, lease: LeaderContext) -> None:
         self.lease = lease
         t0 = time.monotonic()
         self.leading.set()
@@ -203,7 +203,7 @@ class Recorder:
         self.log.append((self.name, lease.token, t0, time.monotonic()))
 
 
-def start(el: Elector, task: Callable[[Lease], Any]) -> threading.Thread:
+def start(el: Elector, task: Callable[[LeaderContext], Any]) -> threading.Thread:
     t = threading.Thread(target=el.run, args=(task,), daemon=True)
     t.start()
     return t
@@ -234,7 +234,7 @@ def test_token_unified_on_every_node(nodes: List[RedisServer], electors: List[Tu
     assert [g[1] if g else None for g in got] == [rec.lease.token] * 3, got
     assert rec.lease.token > t  # above everything node 1 ever issued
     assert len({g[0] for g in got if g}) == 1
-    info = el.observe()
+    info = el.current_leader()
     assert info is not None and info.token == rec.lease.token
 
 
@@ -380,7 +380,7 @@ def test_asyncio_elector_leads_on_a_majority(nodes: List[RedisServer]) -> None:
         el = alease.Elector([s.url for s in nodes], "k", TTL)
         got: "asyncio.Future[int]" = asyncio.get_running_loop().create_future()
 
-        async def task(lease: alease.Lease) -> None:
+        async def task(lease: alease.LeaderContext) -> None:
             got.set_result(lease.token)
             while await lease.sleep(0.02):
                 pass

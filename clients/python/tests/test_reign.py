@@ -21,7 +21,7 @@ from typing import Any, List, Optional, Tuple
 import pytest
 
 from redis_lease import _core
-from redis_lease.decide import Config, Failed
+from redis_lease.decide import Config, ErrorKind, Failed
 from redis_lease.metrics import NullMetrics
 
 KEY = "job"
@@ -86,7 +86,7 @@ class Scenario:
         self.now = 0
         monkeypatch.setattr(_core, "now_us", lambda: self.now)
         self.server = FakeLease()
-        self.camp = _core.Campaign(Config.from_ttl_ms(1000), KEY, BASE, NullMetrics().bind(KEY), None)
+        self.camp = _core.Campaign(Config._of_units(ttl_ms=1000), KEY, BASE, NullMetrics().bind(KEY), None)
         self.camp._reuse_owner = reuse_owner
         self.acquire_owners: List[str] = []
         self.reigns: List[_core.Term] = []
@@ -114,7 +114,7 @@ class Scenario:
             else:
                 self.held_back.append(op.args)  # still in the kernel's send buffer
             self.now = max(self.now, op.until_us)
-            return Failed("timeout", "no reply within the loop's limit")
+            return Failed(ErrorKind.TIMEOUT, "no reply within the loop's limit")
         return self.server.execute(op.args, self.now)
 
     def run(self) -> None:
@@ -172,7 +172,7 @@ def test_the_owner_stays_the_same_within_one_campaign(monkeypatch: pytest.Monkey
     so the re-ask refreshes the campaign's own grant (R7)."""
     now = [0]
     monkeypatch.setattr(_core, "now_us", lambda: now[0])
-    camp = _core.Campaign(Config.from_ttl_ms(1000), KEY, BASE, NullMetrics().bind(KEY), None)
+    camp = _core.Campaign(Config._of_units(ttl_ms=1000), KEY, BASE, NullMetrics().bind(KEY), None)
     server = FakeLease()
     loop = camp.run(lambda: False)
     owners: List[Tuple[str, bool]] = []
@@ -191,7 +191,7 @@ def test_the_owner_stays_the_same_within_one_campaign(monkeypatch: pytest.Monkey
 
 
 def test_a_base_that_leaves_no_room_for_the_reign_is_refused() -> None:
-    cfg = Config.from_ttl_ms(1000)
+    cfg = Config._of_units(ttl_ms=1000)
     _core.Campaign(cfg, KEY, "x" * 239, NullMetrics().bind(KEY), None)
     with pytest.raises(ValueError, match="owner"):
         _core.Campaign(cfg, KEY, "x" * 240, NullMetrics().bind(KEY), None)

@@ -27,7 +27,7 @@ import pytest
 import redis
 import redis.asyncio as aredis
 
-from redis_lease import Elector, Lease, Leadership, _wire
+from redis_lease import Elector, LeaderContext, Role, _wire
 from redis_lease import asyncio as lease_asyncio
 
 from .conftest import REPO, free_port
@@ -151,12 +151,12 @@ def holder(s: TlsServer, key: str) -> Optional[_wire.LeaseInfo]:
 
 def lead_renew_release_sync(s: TlsServer, target: Any, key: str) -> None:
     """Leads, renews past the TTL (the deadline moves), releases on resign: checked on the server."""
-    changes: List[Leadership] = []
+    changes: List[Role] = []
     el = Elector(target, key, TTL, on_change=changes.append)
-    leases: List[Lease] = []
+    leases: List[LeaderContext] = []
     started = threading.Event()
 
-    def task(lease: Lease) -> None:
+    def task(lease: LeaderContext) -> None:
         leases.append(lease)
         started.set()
         lease.stop_event.wait()
@@ -208,13 +208,13 @@ def test_asyncio_elector_leads_renews_and_releases_over_mutual_tls_as_the_acl_us
     key = "leases:tls-async"
 
     async def main() -> None:
-        changes: List[Leadership] = []
+        changes: List[Role] = []
         client = aredis.Redis(username="elector", password=PASSWORD, **s.tls())
         el = lease_asyncio.Elector(client, key, TTL, on_change=changes.append)
-        leases: List[lease_asyncio.Lease] = []
+        leases: List[lease_asyncio.LeaderContext] = []
         started = asyncio.Event()
 
-        async def task(lease: lease_asyncio.Lease) -> None:
+        async def task(lease: lease_asyncio.LeaderContext) -> None:
             leases.append(lease)
             started.set()
             while await lease.sleep(0.01):

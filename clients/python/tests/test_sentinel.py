@@ -17,7 +17,7 @@ import pytest
 import redis
 from redis.sentinel import Sentinel
 
-from redis_lease import Elector, Lease, Leadership, _wire
+from redis_lease import Elector, LeaderContext, Role, _wire
 
 from .conftest import RedisServer, free_port
 
@@ -71,12 +71,12 @@ def topology(server: RedisServer, server_factory: Any) -> Iterator[List[Any]]:
 def test_leads_through_sentinel_and_follows_a_failover(topology: List[Any]) -> None:
     primary, replica, sentinel_proc = topology
     sentinel = Sentinel([("127.0.0.1", sentinel_proc.port)], socket_timeout=1)
-    changes: List[Leadership] = []
+    changes: List[Role] = []
     el = Elector(sentinel.master_for("leases"), "sentinel-job", 2.0, on_change=changes.append)
     started = threading.Event()
-    leases: List[Lease] = []
+    leases: List[LeaderContext] = []
 
-    def task(lease: Lease) -> None:
+    def task(lease: LeaderContext) -> None:
         leases.append(lease)
         started.set()
         lease.stop_event.wait()
@@ -85,7 +85,7 @@ def test_leads_through_sentinel_and_follows_a_failover(topology: List[Any]) -> N
     t.start()
     try:
         assert started.wait(10)
-        assert el.observe() is not None
+        assert el.current_leader() is not None
         # Promote the replica; the old primary becomes its replica (READONLY for writes).
         # Sentinel needs a moment to discover the replica and see it healthy (NOGOODSLAVE).
         end = time.monotonic() + 25
@@ -108,7 +108,7 @@ def test_leads_through_sentinel_and_follows_a_failover(topology: List[Any]) -> N
         end = time.monotonic() + 20
         while True:
             info = _wire.parse_get(redis.Redis(port=replica.port).execute_command("LEASE.GET", "sentinel-job"))
-            st = el.state
+            st = el.role
             if (
                 isinstance(info, _wire.LeaseInfo)
                 and info.owner.rsplit("#", 1)[0] == el.owner
@@ -138,8 +138,8 @@ def test_asyncio_leads_through_sentinel(topology: List[Any]) -> None:
         sentinel = ASentinel([("127.0.0.1", sentinel_proc.port)], socket_timeout=1)
         el = AElector(sentinel.master_for("leases"), "sentinel-async", 1.0)
         async with el.leadership(timeout=10) as lease:
-            info = await el.observe()
+            info = await el.current_leader()
             assert info is not None and info.token == lease.token
-        assert await el.observe() is None
+        assert await el.current_leader() is None
 
     asyncio.run(main())

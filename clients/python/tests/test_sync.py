@@ -10,7 +10,7 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry
 
-from redis_lease import Config, Elector, Lease, Leadership
+from redis_lease import Config, Elector, LeaderContext, Role, StepDownReason
 from redis_lease.metrics import PrometheusMetrics
 
 from .conftest import RedisServer
@@ -36,12 +36,12 @@ class Recorder:
 
     def __init__(self) -> None:
         self.started = threading.Event()
-        self.lease: Optional[Lease] = None
+        self.lease: Optional[LeaderContext] = None
         self.t_start = 0.0
         self.t_stop = 0.0
         self.deadline_seen = 0.0
 
-    def __call__(self, lease: Lease) -> str:
+    def __call__(self, lease: LeaderContext) -> str:
         self.lease = lease
         self.t_start = time.monotonic()
         self.started.set()
@@ -51,7 +51,7 @@ class Recorder:
         return "done"
 
 
-def start_run(el: Elector, task: Callable[[Lease], Any]) -> threading.Thread:
+def start_run(el: Elector, task: Callable[[LeaderContext], Any]) -> threading.Thread:
     t = threading.Thread(target=el.run, args=(task,), daemon=True)
     t.start()
     return t
@@ -59,7 +59,7 @@ def start_run(el: Elector, task: Callable[[Lease], Any]) -> threading.Thread:
 
 def test_leads_renews_and_releases_on_resign(server: RedisServer) -> None:
     reg = CollectorRegistry()
-    changes: List[Leadership] = []
+    changes: List[Role] = []
     el = Elector(server.url, "job", TTL, metrics=PrometheusMetrics(reg), on_change=changes.append)
     rec = Recorder()
     t = start_run(el, rec)
@@ -70,7 +70,7 @@ def test_leads_renews_and_releases_on_resign(server: RedisServer) -> None:
     lease = rec.lease
     assert lease.is_leader()
     assert lease.deadline is not None and first_deadline is not None and lease.deadline > first_deadline
-    info = el.observe()
+    info = el.current_leader()
     assert info is not None and info.owner == lease.owner == f"{el.owner}#1" and info.token == lease.token
     assert metric(reg, "lease_renew_total", key="job", result="renewed") >= 3
     assert metric(reg, "lease_is_leader", key="job") == 1
@@ -79,7 +79,7 @@ def test_leads_renews_and_releases_on_resign(server: RedisServer) -> None:
     t.join(5)
     assert not t.is_alive()
     assert not lease.is_leader() and lease.stop_event.is_set()
-    assert el.observe() is None, "resign must RELEASE the lease"
+    assert el.current_leader() is None, "resign must RELEASE the lease"
     assert [c.reason for c in changes] == ["acquired", "resigned"]
     assert metric(reg, "lease_transitions_total", key="job", to="follower", reason="resigned") == 1
     assert metric(reg, "lease_is_leader", key="job") == 0
@@ -113,7 +113,7 @@ def test_two_electors_hand_over_on_resign(server: RedisServer) -> None:
 
 
 def test_redis_killed_leader_steps_down_before_deadline(server: RedisServer) -> None:
-    changes: List[Leadership] = []
+    changes: List[Role] = []
     el = Elector(server.url, "kill", TTL, on_change=changes.append)
     rec = Recorder()
     t = start_run(el, rec)
@@ -129,13 +129,13 @@ def test_redis_killed_leader_steps_down_before_deadline(server: RedisServer) -> 
     assert rec.deadline_seen - rec.t_stop > 0.1
     assert rec.t_stop - t_kill < TTL
     wait_until(lambda: len(changes) >= 2, 3, "the step-down transition")
-    assert changes[1] == Leadership(False, None, None, "deadline")
+    assert changes[1] == Role(False, None, None, StepDownReason.DEADLINE)
     el.resign()
     t.join(5)
 
 
 def test_renew_rejected_steps_down_at_once(server: RedisServer) -> None:
-    changes: List[Leadership] = []
+    changes: List[Role] = []
     el = Elector(server.url, "stolen", TTL, on_change=changes.append)
     rec = Recorder()
     t = start_run(el, rec)
@@ -150,25 +150,25 @@ def test_renew_rejected_steps_down_at_once(server: RedisServer) -> None:
 def test_task_exception_is_raised_after_release(server: RedisServer) -> None:
     el = Elector(server.url, "boom", TTL)
 
-    def task(lease: Lease) -> None:
+    def task(lease: LeaderContext) -> None:
         raise ValueError("task failed")
 
     with pytest.raises(ValueError, match="task failed"):
         el.run(task)
-    assert el.observe() is None
+    assert el.current_leader() is None
 
 
 def test_task_return_value_and_release(server: RedisServer) -> None:
     el = Elector(server.url, "once", TTL)
     assert el.run(lambda lease: lease.token) is not None
-    assert el.observe() is None
+    assert el.current_leader() is None
 
 
 def test_leadership_context_manager(server: RedisServer) -> None:
     holder = Elector(server.url, "ctx", TTL)
     with holder.leadership(timeout=5) as lease:
         assert lease.is_leader()
-        info = holder.observe()
+        info = holder.current_leader()
         assert info is not None and info.token == lease.token and info.owner == lease.owner == f"{holder.owner}#1"
         other = Elector(server.url, "ctx", TTL)
         t0 = time.monotonic()
@@ -179,7 +179,7 @@ def test_leadership_context_manager(server: RedisServer) -> None:
         time.sleep(1.2 * TTL)  # renewed in the background meanwhile
         assert lease.is_leader()
     assert not lease.is_leader()
-    assert holder.observe() is None
+    assert holder.current_leader() is None
     with other.leadership(timeout=2) as lease2:
         assert lease2.token > lease.token
 
@@ -206,7 +206,7 @@ def test_resp3_and_server_errors_are_classified(server: RedisServer) -> None:
     c3 = redis.Redis(port=server.port, protocol=3)
     el = Elector(c3, "resp3", TTL)
     with el.leadership(timeout=5) as lease:
-        info = el.observe()  # a map under RESP3
+        info = el.current_leader()  # a map under RESP3
         assert info is not None and info.token == lease.token
 
     c = server.client()
@@ -245,10 +245,10 @@ def test_each_reign_has_its_own_owner_on_the_server(server: RedisServer) -> None
     """R17 against a real server: after a step-down the next reign is `owner#2`, so a command
     naming reign 1 (even with the new token) matches nothing."""
     el = Elector(server.url, "reigns", TTL)
-    leases: List[Lease] = []
+    leases: List[LeaderContext] = []
     second = threading.Event()
 
-    def task(lease: Lease) -> None:
+    def task(lease: LeaderContext) -> None:
         leases.append(lease)
         if len(leases) == 2:
             second.set()
@@ -262,7 +262,7 @@ def test_each_reign_has_its_own_owner_on_the_server(server: RedisServer) -> None
     first, again = leases
     assert (first.owner, again.owner) == (f"{el.owner}#1", f"{el.owner}#2")
     assert c.execute_command("LEASE.RELEASE", "reigns", first.owner, again.token) == 0
-    info = el.observe()
+    info = el.current_leader()
     assert info is not None and (info.owner, info.token) == (again.owner, again.token)
     el.resign()
     t.join(5)

@@ -37,14 +37,14 @@ def config_of(defaults: Optional[Json], case: Json) -> Optional[Config]:
     unknown = set(raw) - known
     if unknown:
         raise AssertionError(f"unknown config keys {sorted(unknown)}")
-    return Config(**raw)
+    return Config._of_units(**raw)
 
 
 def failed_of(r: Json) -> decide.Failed:
     kind = r["kind"]
-    if kind not in decide.ErrorKinds.ALL:
+    if kind not in {k.value for k in decide.ErrorKind}:
         raise AssertionError(f"unknown error kind {kind!r}")
-    return decide.Failed(kind, "vector", grace_us=r.get("grace_us"))
+    return decide.Failed(decide.ErrorKind(kind), "vector", grace_us=r.get("grace_us"))
 
 
 def acquire_result(r: Json) -> decide.AcquireResult:
@@ -80,7 +80,7 @@ def config_json(c: Config) -> Json:
 
 
 def run_config_defaults(cfg: Optional[Config], i: Json) -> Json:
-    return config_json(Config.from_ttl_ms(i["ttl_ms"]))
+    return config_json(Config._of_units(ttl_ms=i["ttl_ms"]))
 
 
 def run_config_validate(cfg: Optional[Config], i: Json) -> Json:
@@ -124,7 +124,7 @@ def run_classify_error(cfg: Optional[Config], i: Json) -> Json:
         f = decide.classify_error_line(i["error"])
     else:
         f = failed_of({"kind": i["transport"]})
-    return {"kind": f.kind, "grace_us": f.grace_us}
+    return {"kind": f.kind.value, "grace_us": f.grace_us}
 
 
 def run_on_acquire(cfg: Optional[Config], i: Json) -> Json:
@@ -137,12 +137,12 @@ def run_on_acquire(cfg: Optional[Config], i: Json) -> Json:
             "next_renew_us": a.next_renew_us,
         }
     if isinstance(a, decide.Unconfirmed):
-        return {"action": "unconfirmed", "token": a.token, "retry_in_us": a.retry_in_us, "why": a.why}
+        return {"action": "unconfirmed", "token": a.token, "retry_in_us": a.retry_in_us, "why": a.why.value}
     if isinstance(a, decide.NotGrantedAction):
         return {"action": "not_granted"}
     if isinstance(a, decide.GraceWait):
         return {"action": "grace", "wait_us": a.wait_us}
-    return {"action": "backoff", "kind": a.kind}
+    return {"action": "backoff", "kind": a.kind.value}
 
 
 def run_not_granted_pause(cfg: Optional[Config], i: Json) -> Json:
@@ -160,8 +160,8 @@ def run_on_renew(cfg: Optional[Config], i: Json) -> Json:
     if isinstance(a, decide.RenewedAction):
         return {"action": "renewed", "deadline_us": a.deadline_us, "next_renew_us": a.next_renew_us}
     if isinstance(a, decide.StepDown):
-        return {"action": "step_down", "reason": a.reason}
-    return {"action": "retry", "at_us": a.at_us, "why": a.why}
+        return {"action": "step_down", "reason": a.reason.value}
+    return {"action": "retry", "at_us": a.at_us, "why": a.why.value}
 
 
 def run_must_stop(cfg: Optional[Config], i: Json) -> Json:
@@ -169,7 +169,7 @@ def run_must_stop(cfg: Optional[Config], i: Json) -> Json:
 
 
 def run_step_down(cfg: Optional[Config], i: Json) -> Json:
-    return {"release": decide.release_after(i["reason"])}
+    return {"release": decide.release_after(decide.StepDownReason(i["reason"]))}
 
 
 def run_reign_owner(cfg: Optional[Config], i: Json) -> Json:
@@ -177,7 +177,7 @@ def run_reign_owner(cfg: Optional[Config], i: Json) -> Json:
 
 
 def run_next_reign(cfg: Optional[Config], i: Json) -> Json:
-    return {"reign": decide.next_reign(i["reign"], i["event"])}
+    return {"reign": decide.next_reign(i["reign"], decide.ReignEvent(i["event"]))}
 
 
 RUNNERS: Dict[str, Callable[[Optional[Config], Json], Json]] = {

@@ -17,7 +17,7 @@ use std::time::Duration;
 use clap::Parser;
 use nix::sys::signal::Signal;
 use redis_lease_client::{
-    Elector, ElectorConfig, LeaderContext, Leadership, Nodes, RedisTransport, RunOutcome,
+    Elector, ElectorConfig, LeaderContext, Nodes, RedisTransport, Role, RunOutcome,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::signal::unix::{signal, SignalKind};
@@ -455,7 +455,7 @@ async fn leader_task(
     shared: Arc<Shared>,
     containment: contain::Wanted,
 ) -> ChildEnd {
-    // Why: once a stop is decided (signal, or a loss without --restart), a new term that
+    // Why: once a stop is decided (signal, or a loss without --restart), a new reign that
     // raced in must not start CMD again.
     if shared.stopping.load(Ordering::SeqCst)
         || (shared.lost.load(Ordering::SeqCst) && !shared.restart)
@@ -531,7 +531,7 @@ async fn leader_task(
     };
     let (from_w, mut to_w) = ours.into_split();
     let mut lines = BufReader::new(from_w).lines();
-    let mut leadership = ctx.leadership();
+    let mut leadership = ctx.subscribe();
     let mut stopping = false;
     let mut fired = false;
     let mut lines_open = true;
@@ -550,7 +550,7 @@ async fn leader_task(
                     continue;
                 }
                 let now_leading = *leadership.borrow_and_update();
-                if let Leadership::Leader { token: t, deadline } = now_leading {
+                if let Role::Leader { token: t, deadline } = now_leading {
                     if t == token && !stopping {
                         cur_deadline = deadline;
                         let (term_ns, kill_ns) = plan.schedule(deadline);

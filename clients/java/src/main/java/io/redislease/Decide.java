@@ -337,7 +337,31 @@ final class Decide {
      * late to leave any leadership time). Do not lead; ask again without BLOCK after
      * {@code retryInNanos} (same owner: the server refreshes and returns the same token).
      */
-    record Unconfirmed(long token, long retryInNanos, String why) implements AcquireDecision {}
+    record Unconfirmed(long token, long retryInNanos, UnconfirmedWhy why) implements AcquireDecision {}
+
+    /** Why a grant does not count yet (the {@code why} of on_acquire.json's unconfirmed). */
+    enum UnconfirmedWhy {
+        /** The reply came after its own stop point (R7). */
+        LATE_REPLY("late_reply"),
+        /** Fewer replicas acknowledged it than min_replicas (R11). */
+        REPLICAS_NOT_ACKED("replicas_not_acked");
+
+        private final String label;
+
+        UnconfirmedWhy(String label) {
+            this.label = label;
+        }
+
+        /** The name the vectors, logs and metrics use. */
+        String label() {
+            return label;
+        }
+
+        @Override
+        public String toString() {
+            return label;
+        }
+    }
 
     /** Not granted: ask again (after {@link #notGrantedPauseNanos}). */
     record NotGrantedAgain() implements AcquireDecision {}
@@ -364,13 +388,13 @@ final class Decide {
         // replica that never saw it, and the new primary would grant it again. Never lead on it.
         if (t.minReplicas() > 0 && (g.acked() == null || g.acked() < t.minReplicas())) {
             // Why not faster: replicas catching up take time; no point in hammering.
-            return new Unconfirmed(g.token(), retryIntervalNanos(t), "replicas_not_acked");
+            return new Unconfirmed(g.token(), retryIntervalNanos(t), UnconfirmedWhy.REPLICAS_NOT_ACKED);
         }
         long deadline = localDeadline(t, sentAt);
         // Why: a reply after the stop point leaves no safe leadership time; starting the task
         // would mean starting it to kill it. Re-ask without BLOCK at once instead.
         if (mustStop(t, deadline, now)) {
-            return new Unconfirmed(g.token(), 0L, "late_reply");
+            return new Unconfirmed(g.token(), 0L, UnconfirmedWhy.LATE_REPLY);
         }
         return new Lead(g.token(), deadline, sentAt + t.renewIntervalNanos());
     }
@@ -396,7 +420,33 @@ final class Decide {
     record StepDown(StepDownReason reason) implements RenewDecision {}
 
     /** The renewal did not count; keep the OLD deadline and try again at {@code at}. */
-    record Retry(long at, String why) implements RenewDecision {}
+    record Retry(long at, RetryWhy why) implements RenewDecision {}
+
+    /** Why a renewal did not count (the {@code why} of on_renew.json's retry). */
+    enum RetryWhy {
+        /** No reply within the op limit (R5). */
+        TIMEOUT("timeout"),
+        /** Any other failure. */
+        ERROR("error"),
+        /** Fewer replicas acknowledged it than min_replicas (R11). */
+        REPLICAS_NOT_ACKED("replicas_not_acked");
+
+        private final String label;
+
+        RetryWhy(String label) {
+            this.label = label;
+        }
+
+        /** The name the vectors, logs and metrics use. */
+        String label() {
+            return label;
+        }
+
+        @Override
+        public String toString() {
+            return label;
+        }
+    }
 
     static RenewDecision onRenew(LeaseTiming t, long deadline, long sentAt, long now, RenewResult result) {
         long stop = stopAt(t, deadline);
@@ -409,7 +459,7 @@ final class Decide {
             // Why: an unacknowledged renewal may be lost in a failover; the new primary then
             // expires the lease at the OLD expiry, so only the old deadline is backed.
             if (t.minReplicas() > 0 && (r.acked() == null || r.acked() < t.minReplicas())) {
-                return retry(t, stop, now, "replicas_not_acked");
+                return retry(t, stop, now, RetryWhy.REPLICAS_NOT_ACKED);
             }
             long fresh = localDeadline(t, sentAt);
             // The deadline never moves back (a renewal sent before an earlier confirmed one).
@@ -420,14 +470,14 @@ final class Decide {
             return new Extend(newDeadline, sentAt + t.renewIntervalNanos());
         }
         Failure f = ((Failed) result).failure();
-        return retry(t, stop, now, f.kind() == ErrorKind.TIMEOUT ? "timeout" : "error");
+        return retry(t, stop, now, f.kind() == ErrorKind.TIMEOUT ? RetryWhy.TIMEOUT : RetryWhy.ERROR);
     }
 
     /**
      * Errors and timeouts say nothing about the lease: the last confirmed deadline still holds,
      * so keep leading and retrying until the stop point, then step down.
      */
-    private static RenewDecision retry(LeaseTiming t, long stop, long now, String why) {
+    private static RenewDecision retry(LeaseTiming t, long stop, long now, RetryWhy why) {
         if (now - stop >= 0) {
             return new StepDown(StepDownReason.DEADLINE);
         }

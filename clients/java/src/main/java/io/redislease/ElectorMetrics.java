@@ -10,8 +10,8 @@ public interface ElectorMetrics {
     /** Became leader with {@code token}; {@code deadlineNanos} on the {@link System#nanoTime()} base. */
     void leader(long token, long deadlineNanos);
 
-    /** Stepped down for {@code reason} (a {@link StepDownReason} label). */
-    void follower(String reason);
+    /** Stepped down for {@code reason} ({@link StepDownReason#label()} is the metrics label). */
+    void follower(StepDownReason reason);
 
     /** The local deadline moved (a confirmed renewal). */
     void deadline(long deadlineNanos);
@@ -23,7 +23,7 @@ public interface ElectorMetrics {
     void renew(String result, long latencyNanos);
 
     /** One failed command: {@code op} (acquire, renew, release, get) and {@link ErrorKind#label()}. */
-    void redisError(String op, String kind);
+    void redisError(String op, ErrorKind kind);
 
     /** Whether the last command reached Redis. */
     void redisUp(boolean up);
@@ -37,7 +37,7 @@ public interface ElectorMetrics {
         public void leader(long token, long deadlineNanos) {}
 
         @Override
-        public void follower(String reason) {}
+        public void follower(StepDownReason reason) {}
 
         @Override
         public void deadline(long deadlineNanos) {}
@@ -49,7 +49,7 @@ public interface ElectorMetrics {
         public void renew(String result, long latencyNanos) {}
 
         @Override
-        public void redisError(String op, String kind) {}
+        public void redisError(String op, ErrorKind kind) {}
 
         @Override
         public void redisUp(boolean up) {}

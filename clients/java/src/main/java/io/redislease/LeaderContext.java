@@ -38,7 +38,7 @@ public final class LeaderContext {
         this.deadline = deadline;
     }
 
-    /** Fencing token of this term: pass it to the protected resource (LEASE.FENCE, a token column). */
+    /** Fencing token of this reign: pass it to the protected resource (LEASE.FENCE, a token column). */
     public long token() {
         return token;
     }

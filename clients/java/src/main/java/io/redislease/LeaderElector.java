@@ -275,7 +275,7 @@ public final class LeaderElector implements AutoCloseable {
      * @throws RedisException Redis did not answer in time or answered an error
      * @throws IllegalStateException the elector has terminated (its client is shut down)
      */
-    public Optional<LeaseHolder> currentLeader() {
+    public Optional<LeaseInfo> currentLeader() {
         return currentLeader(Duration.ofNanos(Transport.connectTimeoutNanos(timing)));
     }
 
@@ -284,7 +284,7 @@ public final class LeaderElector implements AutoCloseable {
      * bound can be needed: the first connection of a cold JVM (class loading, Netty set-up,
      * TLS) can take over a second on a busy machine, and a one-shot query does not retry.
      */
-    public Optional<LeaseHolder> currentLeader(Duration timeout) {
+    public Optional<LeaseInfo> currentLeader(Duration timeout) {
         if (terminated.isDone()) {
             throw new IllegalStateException("elector terminated");
         }
@@ -416,7 +416,7 @@ public final class LeaderElector implements AutoCloseable {
             } else if (d instanceof Decide.Unconfirmed u) {
                 attempt = 0;
                 unconfirmed = u.token();
-                if ("late_reply".equals(u.why())) {
+                if (u.why() == Decide.UnconfirmedWhy.LATE_REPLY) {
                     // R7: the normal path after a BLOCK that waited longer than the stop window.
                     metrics.acquire("late");
                     log.debug("grant arrived after its stop point; re-asking without BLOCK key={} owner={} token={} reason={}",
@@ -540,7 +540,7 @@ public final class LeaderElector implements AutoCloseable {
         if (failure == null) {
             up = true;
         } else {
-            metrics.redisError(op, failure.kind().label());
+            metrics.redisError(op, failure.kind());
             if (failure.message().startsWith("MOVED ") || failure.message().startsWith("ASK ")) {
                 // A Cluster slot migration or failover: expected, not an error worth a warning.
                 // The connection is dropped and the next one loads the topology afresh.
@@ -653,7 +653,7 @@ public final class LeaderElector implements AutoCloseable {
                 reason = s.reason();
                 break;
             } else if (d instanceof Decide.Retry r) {
-                metrics.renew("replicas_not_acked".equals(r.why()) ? "unconfirmed" : "error", now - sentAt);
+                metrics.renew(r.why() == Decide.RetryWhy.REPLICAS_NOT_ACKED ? "unconfirmed" : "error", now - sentAt);
                 log.debug("renewal did not count; retrying key={} token={} reason={}", key, token, r.why());
                 nextRenew = r.at();
             }
@@ -663,7 +663,7 @@ public final class LeaderElector implements AutoCloseable {
         // isLeader(), may believe we lead past this point), then wait for the task.
         ctx.fire();
         current = null;
-        metrics.follower(reason.label());
+        metrics.follower(reason);
         if (reason == StepDownReason.RENEW_REJECTED || reason == StepDownReason.DEADLINE) {
             log.warn("lost leadership key={} owner={} token={} reason={}", key, owner, token, reason.label());
         } else {
@@ -782,7 +782,7 @@ public final class LeaderElector implements AutoCloseable {
             return;
         }
         try {
-            LeaseHolder h = quorum != null ? quorum.get(quorumConns, System.nanoTime() + timing.opTimeoutNanos())
+            LeaseInfo h = quorum != null ? quorum.get(quorumConns, System.nanoTime() + timing.opTimeoutNanos())
                     : get(cmdSlot, System.nanoTime() + timing.opTimeoutNanos());
             if (h != null && h.owner().equals(owner)) {
                 release(h.token());
@@ -792,7 +792,7 @@ public final class LeaderElector implements AutoCloseable {
         }
     }
 
-    private LeaseHolder get(Transport.Slot slot, long until) throws Transport.CommandFailed {
+    private LeaseInfo get(Transport.Slot slot, long until) throws Transport.CommandFailed {
         try {
             Transport.Link link = slot.get(until, null);
             return Transport.parseHolder(call(slot, link.dispatch(Transport.Cmd.GET, Transport.args(key)), until, null));
@@ -811,13 +811,13 @@ public final class LeaderElector implements AutoCloseable {
     private void observe() {
         Transport.Slot slot = new Transport.Slot(connector, Transport.connectTimeoutNanos(timing));
         QuorumTransport.Conns qc = quorum != null ? quorum.conns() : null;
-        Optional<LeaseHolder> last = null;
+        Optional<LeaseInfo> last = null;
         try {
             while (!resigned() && !Thread.currentThread().isInterrupted()) {
                 try {
                     long until = System.nanoTime() + timing.opTimeoutNanos();
-                    LeaseHolder h = qc != null ? quorum.get(qc, until) : get(slot, until);
-                    Optional<LeaseHolder> now = Optional.ofNullable(h);
+                    LeaseInfo h = qc != null ? quorum.get(qc, until) : get(slot, until);
+                    Optional<LeaseInfo> now = Optional.ofNullable(h);
                     if (last == null || !sameHolder(last, now)) {
                         last = now;
                         try {
@@ -845,7 +845,7 @@ public final class LeaderElector implements AutoCloseable {
         }
     }
 
-    private static boolean sameHolder(Optional<LeaseHolder> a, Optional<LeaseHolder> b) {
+    private static boolean sameHolder(Optional<LeaseInfo> a, Optional<LeaseInfo> b) {
         if (a.isEmpty() || b.isEmpty()) {
             return a.isEmpty() && b.isEmpty();
         }

@@ -8,5 +8,5 @@ import java.util.Optional;
  */
 @FunctionalInterface
 public interface LeaderListener {
-    void onLeaderChanged(Optional<LeaseHolder> leader);
+    void onLeaderChanged(Optional<LeaseInfo> leader);
 }

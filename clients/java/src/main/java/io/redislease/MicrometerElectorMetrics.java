@@ -91,11 +91,11 @@ public final class MicrometerElectorMetrics implements ElectorMetrics {
     }
 
     @Override
-    public void follower(String reason) {
+    public void follower(StepDownReason reason) {
         isLeader.set(0);
         token.set(0);
         leading.set(0);
-        counter("lease.transitions", "Leadership transitions", "to", "follower", "reason", reason).increment();
+        counter("lease.transitions", "Leadership transitions", "to", "follower", "reason", reason.label()).increment();
     }
 
     @Override
@@ -116,8 +116,8 @@ public final class MicrometerElectorMetrics implements ElectorMetrics {
     }
 
     @Override
-    public void redisError(String op, String kind) {
-        counter("lease.redis.errors", "Failed Redis commands", "op", op, "kind", kind).increment();
+    public void redisError(String op, ErrorKind kind) {
+        counter("lease.redis.errors", "Failed Redis commands", "op", op, "kind", kind.label()).increment();
     }
 
     @Override

@@ -525,18 +525,18 @@ final class QuorumTransport {
      * each carries: used after a resign with a round in flight). Otherwise the owner holding a
      * majority of nodes, if any (what a listener observes); null if none.
      */
-    LeaseHolder get(Conns c, long until) throws Transport.CommandFailed {
+    LeaseInfo get(Conns c, long until) throws Transport.CommandFailed {
         int n = nodes.length;
-        List<QuorumDecide.Reply<LeaseHolder>> replies = round(c, all(),
+        List<QuorumDecide.Reply<LeaseInfo>> replies = round(c, all(),
                 i -> new CommandCall(Transport.Cmd.GET, Transport.args(key)), Transport::parseHolder, null, until);
-        LeaseHolder mine = null;
+        LeaseInfo mine = null;
         Map<String, Integer> count = new HashMap<>();
-        Map<String, LeaseHolder> byOwner = new HashMap<>();
+        Map<String, LeaseInfo> byOwner = new HashMap<>();
         int answered = 0;
         Decide.Failure first = null;
         synchronized (this) {
             for (int i = 0; i < n; i++) {
-                QuorumDecide.Reply<LeaseHolder> r = replies.get(i);
+                QuorumDecide.Reply<LeaseInfo> r = replies.get(i);
                 if (!r.replied()) {
                     continue;
                 }
@@ -545,7 +545,7 @@ final class QuorumTransport {
                     continue;
                 }
                 answered++;
-                LeaseHolder h = r.value();
+                LeaseInfo h = r.value();
                 if (h == null) {
                     continue;
                 }

@@ -429,7 +429,7 @@ final class Transport {
     }
 
     /** LEASE.GET: nil, RESP2 [owner, token, pttl] or RESP3 {owner, token, pttl}. */
-    static LeaseHolder parseHolder(Object v) throws CommandFailed {
+    static LeaseInfo parseHolder(Object v) throws CommandFailed {
         if (v == null) {
             return null;
         }
@@ -448,7 +448,7 @@ final class Transport {
             throw new CommandFailed(Decide.Failure.of(ErrorKind.PROTOCOL, "LEASE.GET replied " + v));
         }
         if (owner instanceof String o && token instanceof Long t && t > 0 && pttl instanceof Long p && p >= 0) {
-            return new LeaseHolder(o, t, Duration.ofMillis(p));
+            return new LeaseInfo(o, t, Duration.ofMillis(p));
         }
         throw new CommandFailed(Decide.Failure.of(ErrorKind.PROTOCOL, "LEASE.GET replied " + v));
     }

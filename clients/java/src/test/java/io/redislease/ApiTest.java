@@ -19,7 +19,7 @@ import org.junit.jupiter.api.Test;
 class ApiTest {
     private static final Set<String> PUBLIC = Set.of("Candidate", "ElectorMetrics", "ErrorKind", "FencedException",
             "LeaderCallable", "LeaderContext", "LeaderElector", "LeaderListener", "LeadershipLostException", "LeaseFence",
-            "LeaseHolder", "LeaseTiming", "MicrometerElectorMetrics", "StepDownReason");
+            "LeaseInfo", "LeaseTiming", "MicrometerElectorMetrics", "StepDownReason");
 
     @Test
     void onlyTheListedTopLevelClassesArePublic() throws IOException, ClassNotFoundException {

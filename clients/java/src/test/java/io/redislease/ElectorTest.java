@@ -137,15 +137,15 @@ class ElectorTest {
             for (ProtocolVersion v : List.of(ProtocolVersion.RESP2, ProtocolVersion.RESP3)) {
                 String key = "observe-" + v;
                 Recorder a = new Recorder();
-                List<Optional<LeaseHolder>> seen = new CopyOnWriteArrayList<>();
-                CompletableFuture<LeaseHolder> held = new CompletableFuture<>();
+                List<Optional<LeaseInfo>> seen = new CopyOnWriteArrayList<>();
+                CompletableFuture<LeaseInfo> held = new CompletableFuture<>();
                 try (LeaderElector e = elector(r, key, a).protocolVersion(v).observeInterval(Duration.ofMillis(50))
                         .leaderListener(h -> {
                             seen.add(h);
                             h.ifPresent(held::complete);
                         }).build().start()) {
                     LeaderContext ctx = a.granted.get(10, TimeUnit.SECONDS);
-                    LeaseHolder h = held.get(5, TimeUnit.SECONDS);
+                    LeaseInfo h = held.get(5, TimeUnit.SECONDS);
                     assertEquals(ctx.owner(), h.owner(), v.toString());
                     assertEquals(e.owner() + "#1", ctx.owner(), "the first reign's owner is base#1 (R17)");
                     assertEquals(ctx.token(), h.token(), v.toString());

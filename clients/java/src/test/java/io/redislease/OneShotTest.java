@@ -35,7 +35,7 @@ class OneShotTest {
                     ea.start();
                     ca = ea.awaitLeadership(Duration.ofSeconds(10)).orElseThrow();
                     assertSame(a.granted.get(1, TimeUnit.SECONDS), ca);
-                    LeaseHolder h = eb.currentLeader().orElseThrow();
+                    LeaseInfo h = eb.currentLeader().orElseThrow();
                     assertEquals(ca.owner(), h.owner());
                     assertEquals(ca.token(), h.token());
                     eb.start();

@@ -23,8 +23,8 @@ class RecordingMetrics implements ElectorMetrics {
     }
 
     @Override
-    public void follower(String reason) {
-        inc("transition:follower:" + reason);
+    public void follower(StepDownReason reason) {
+        inc("transition:follower:" + reason.label());
     }
 
     @Override
@@ -43,8 +43,8 @@ class RecordingMetrics implements ElectorMetrics {
     }
 
     @Override
-    public void redisError(String op, String kind) {
-        inc("error:" + op + ":" + kind);
+    public void redisError(String op, ErrorKind kind) {
+        inc("error:" + op + ":" + kind.label());
     }
 
     @Override

@@ -59,7 +59,7 @@ class TransportTest {
                 assertTrue(t1 != null && t1 > 0 && t1 < (1L << 53));
                 assertEquals(t1, t2, "same owner: idempotent refresh keeps the token");
                 assertNull(Transport.parseToken(call(link, Transport.Cmd.ACQUIRE, Transport.args("k").add("other").add(5000))));
-                LeaseHolder h = Transport.parseHolder(call(link, Transport.Cmd.GET, Transport.args("k")));
+                LeaseInfo h = Transport.parseHolder(call(link, Transport.Cmd.GET, Transport.args("k")));
                 assertEquals("me", h.owner());
                 assertEquals(t1.longValue(), h.token());
                 assertTrue(Transport.parseFlag(Transport.Cmd.RENEW,

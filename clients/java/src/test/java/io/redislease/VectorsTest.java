@@ -266,7 +266,7 @@ class VectorsTest {
                     a.put("action", "unconfirmed");
                     a.put("token", u.token());
                     a.put("retry_in_us", toUs(u.retryInNanos()));
-                    a.put("why", u.why());
+                    a.put("why", u.why().label());
                 } else if (d instanceof Decide.NotGrantedAgain) {
                     a.put("action", "not_granted");
                 } else if (d instanceof Decide.Grace g) {
@@ -295,7 +295,7 @@ class VectorsTest {
                 } else if (d instanceof Decide.Retry r) {
                     a.put("action", "retry");
                     a.put("at_us", toUs(r.at()));
-                    a.put("why", r.why());
+                    a.put("why", r.why().label());
                 }
                 break;
             }
