@@ -2,11 +2,14 @@
 //! to `OWNER_INLINE` bytes inside the `Lease` value itself (one allocation per lease instead
 //! of two), and the hard cap on any stored owner's length.
 
-/// Owners up to this many bytes live inside the `Lease` itself. 38 makes `Owner` 40 bytes
-/// and `Lease` 64, one jemalloc size class: with a 27-byte owner (a hostname-pid-random id)
-/// the value was a 48-byte `Lease` plus a 32-byte owner allocation (80 B); it is 64 B now.
-/// A longer owner costs a separate allocation as before (and 16 B more than before).
-pub const OWNER_INLINE: usize = 38;
+/// Owners up to this many bytes live inside the `Lease` itself. 30 makes `Owner` 32 bytes
+/// and `Lease` 64 (with its quorum-mode membership id), one jemalloc size class: with a
+/// 27-byte owner (a hostname-pid-random id) the value was a 48-byte `Lease` plus a 32-byte
+/// owner allocation (80 B); it is 64 B. A longer owner costs a separate allocation (and 16 B
+/// more than before the inline owner). It was 38 until the membership id (issue 32) took 8
+/// bytes: keeping 38 would have moved every lease to the 80-byte class; now only owners of
+/// 31..=38 bytes pay a 32- or 48-byte owner allocation.
+pub const OWNER_INLINE: usize = 30;
 
 /// Hard cap on a stored owner's length, independent of `lease.max-owner-len` (which can be
 /// lowered at run time and must not make existing data unloadable).

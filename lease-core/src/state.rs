@@ -50,6 +50,14 @@ pub struct Lease {
     /// in this word because a separate field would grow the value past its 64-byte size
     /// class (see `OWNER_INLINE`); 2^63 grants cannot be reached.
     grants: u64,
+    /// Quorum mode: the membership id (a hash of the elector's node list, docs/quorum.md
+    /// §4.1) this key is bound to; 0 = none. Like the last token it outlives release and
+    /// expiry, because the free key is exactly what an elector with another node list could
+    /// otherwise take (issue 32: X reigns on {A, C}, B is free, Y takes {B, D}). Only a
+    /// command naming a membership binds a key that has none; only `LEASE.MEMBERSHIP` (an
+    /// operator's compare-and-set) changes it. Costs no size class: `OWNER_INLINE` gave up
+    /// the 8 bytes (`memory_usage_is_small`).
+    membership: u64,
 }
 
 const TIMER_PENDING: u64 = 1 << 63;
@@ -64,9 +72,12 @@ pub enum Apply {
         owner: Vec<u8>,
         token: u64,
         expires_wall_ms: u64,
+        /// The key's membership id (`Lease::membership`); `None` replays as none.
+        membership: Option<u64>,
     },
     Free {
         token: u64,
+        membership: Option<u64>,
     },
 }
 
@@ -118,6 +129,7 @@ impl Lease {
             token: 0,
             expires_mono_us: 0,
             grants: 0,
+            membership: 0,
         }
     }
 
@@ -169,6 +181,52 @@ impl Lease {
 
     pub fn owner(&self) -> &[u8] {
         self.owner.as_slice()
+    }
+
+    /// The membership id this key is bound to (see the field), if any.
+    pub fn membership(&self) -> Option<u64> {
+        (self.membership != 0).then_some(self.membership)
+    }
+
+    /// Whether a command naming membership `sent` (`None`: no `MEMBERSHIP` option, as in
+    /// single-primary mode) may act on this key: refused only when the key is bound to
+    /// another id. Why refuse even a free key: two electors with different node lists must
+    /// not both find majorities, and the node they would share is the one whose binding
+    /// says which list it belongs to (docs/quorum.md §4.1).
+    pub fn check_membership(&self, sent: Option<u64>) -> Result<(), LeaseError> {
+        match (self.membership(), sent) {
+            (Some(stored), Some(sent)) if stored != sent => {
+                Err(LeaseError::MembershipMismatch { stored, sent })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// After a command naming `sent` succeeded: a key bound to nothing is bound to it (the
+    /// first reign under any membership, or a key from before membership ids). True if the
+    /// binding changed (the caller replicates the new state).
+    pub fn bind_membership(&mut self, sent: Option<u64>) -> bool {
+        match sent {
+            Some(m) if self.membership == 0 && m != 0 => {
+                self.membership = m;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// `LEASE.MEMBERSHIP key old new`: the operator's compare-and-set of the binding
+    /// (`old = None`: bound to nothing). Already `new` also answers true (a retried command).
+    /// It never touches the lease itself: a live holder under the old id keeps this node
+    /// until it expires (its renewals are refused from now on), so no second grant here can
+    /// overlap it.
+    pub fn change_membership(&mut self, old: Option<u64>, new: u64) -> bool {
+        if new != 0 && (self.membership() == old || self.membership == new) {
+            self.membership = new;
+            true
+        } else {
+            false
+        }
     }
 
     /// Monotonic deadline (µs) if held; the module arms its expiry timer on it.
@@ -302,8 +360,12 @@ impl Lease {
                 owner: self.owner.as_slice().to_vec(),
                 token: self.token,
                 expires_wall_ms,
+                membership: self.membership(),
             },
-            None => Apply::Free { token: self.token },
+            None => Apply::Free {
+                token: self.token,
+                membership: self.membership(),
+            },
         }
     }
 
@@ -334,6 +396,7 @@ impl Lease {
                 owner,
                 token,
                 expires_wall_ms,
+                membership,
             } => {
                 // A new token is a grant, except for the same holder keeping its lease with
                 // a raised token (`LEASE.RAISE`, which the primary does not count either). A
@@ -346,10 +409,13 @@ impl Lease {
                 self.owner = Owner::new(owner);
                 self.token = *token;
                 self.set_deadline(Self::mono_deadline(*expires_wall_ms, now));
+                // The effect carries the whole state: no id replays as none.
+                self.membership = membership.unwrap_or(0);
             }
-            Apply::Free { token } => {
+            Apply::Free { token, membership } => {
                 self.owner = Owner::EMPTY;
                 self.token = *token;
+                self.membership = membership.unwrap_or(0);
             }
         }
     }
@@ -357,17 +423,23 @@ impl Lease {
     /// Checks an effect's fields before it is applied (AOF and replication input is data).
     pub fn validate_effect(effect: &Apply) -> Result<(), LeaseError> {
         match effect {
-            Apply::Hold { owner, token, .. } => {
+            Apply::Hold {
+                owner,
+                token,
+                membership,
+                ..
+            } => {
                 if owner.is_empty()
                     || owner.len() > OWNER_HARD_CAP
                     || *token == 0
                     || *token >= TOKEN_LIMIT
+                    || *membership == Some(0)
                 {
                     return Err(LeaseError::BadEffect);
                 }
             }
-            Apply::Free { token } => {
-                if *token >= TOKEN_LIMIT {
+            Apply::Free { token, membership } => {
+                if *token >= TOKEN_LIMIT || *membership == Some(0) {
                     return Err(LeaseError::BadEffect);
                 }
             }
@@ -389,6 +461,7 @@ impl Lease {
             token: self.token,
             held,
             grants: self.grants(),
+            membership: self.membership(),
         }
     }
 
@@ -399,6 +472,7 @@ impl Lease {
             token: self.token,
             grants: self.grants(),
             held: self.expires_wall_ms(now).map(|w| (self.owner(), w)),
+            membership: self.membership(),
         }
     }
 
@@ -422,7 +496,7 @@ impl Lease {
     /// is enough for its holder on the assumption grace already rests on: the granting
     /// server's `lease.max-ttl` was not above this one's. Structural checks stay refusals.
     pub fn load_persisted(p: Persisted, now: Now, clamp_ms: u64) -> Option<(Lease, Option<u64>)> {
-        if p.token >= TOKEN_LIMIT {
+        if p.token >= TOKEN_LIMIT || p.membership == Some(0) {
             return None;
         }
         let mut lease = Lease {
@@ -431,6 +505,7 @@ impl Lease {
             expires_mono_us: 0,
             // Clamped below the bookkeeping bit (only a hostile payload gets near it).
             grants: p.grants.min(GRANTS_MAX),
+            membership: p.membership.unwrap_or(0),
         };
         let mut clamped = None;
         if let Some((owner, wall)) = p.held {

@@ -454,16 +454,19 @@ impl QuorumModel {
                 owner: &who,
                 ttl_ms,
                 block: None,
+                membership: None,
             },
             Msg::Raise { from, to, .. } => Request::Raise {
                 owner: &who,
                 token: from,
                 new_token: to,
+                membership: None,
             },
             Msg::Renew { token, .. } => Request::Renew {
                 owner: &who,
                 token,
                 ttl_ms,
+                membership: None,
             },
             Msg::Release { token, .. } => Request::Release { owner: &who, token },
         };
