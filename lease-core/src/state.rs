@@ -37,6 +37,14 @@ pub struct Lease {
     /// Holder's owner id; empty when free (an owner is never empty, the parser refuses it).
     /// Kept inside the value's own allocation up to `OWNER_INLINE` bytes (one allocation per
     /// lease instead of two, see `owner::Owner`).
+    ///
+    /// It also holds quorum mode's membership binding (`membership()`): the id of the node
+    /// list (docs/quorum.md §4.1) this key is bound to. Like the last token it outlives
+    /// release and expiry, because the free key is exactly what an elector with another node
+    /// list could otherwise take (issue 32: X reigns on {A, C}, B is free, Y takes {B, D}).
+    /// Only a command naming a membership binds a key that has none; only `LEASE.MEMBERSHIP`
+    /// (an operator's compare-and-set) changes it. In the owner's storage, not a field of
+    /// its own: a field would move every lease to the 80-byte class (`owner.rs`).
     owner: Owner,
     /// The live token while held; the last token issued on this key while free.
     token: u64,
@@ -50,14 +58,6 @@ pub struct Lease {
     /// in this word because a separate field would grow the value past its 64-byte size
     /// class (see `OWNER_INLINE`); 2^63 grants cannot be reached.
     grants: u64,
-    /// Quorum mode: the membership id (a hash of the elector's node list, docs/quorum.md
-    /// §4.1) this key is bound to; 0 = none. Like the last token it outlives release and
-    /// expiry, because the free key is exactly what an elector with another node list could
-    /// otherwise take (issue 32: X reigns on {A, C}, B is free, Y takes {B, D}). Only a
-    /// command naming a membership binds a key that has none; only `LEASE.MEMBERSHIP` (an
-    /// operator's compare-and-set) changes it. Costs no size class: `OWNER_INLINE` gave up
-    /// the 8 bytes (`memory_usage_is_small`).
-    membership: u64,
 }
 
 const TIMER_PENDING: u64 = 1 << 63;
@@ -129,7 +129,6 @@ impl Lease {
             token: 0,
             expires_mono_us: 0,
             grants: 0,
-            membership: 0,
         }
     }
 
@@ -185,7 +184,7 @@ impl Lease {
 
     /// The membership id this key is bound to (see the field), if any.
     pub fn membership(&self) -> Option<u64> {
-        (self.membership != 0).then_some(self.membership)
+        self.owner.membership()
     }
 
     /// Whether a command naming membership `sent` (`None`: no `MEMBERSHIP` option, as in
@@ -207,8 +206,8 @@ impl Lease {
     /// binding changed (the caller replicates the new state).
     pub fn bind_membership(&mut self, sent: Option<u64>) -> bool {
         match sent {
-            Some(m) if self.membership == 0 && m != 0 => {
-                self.membership = m;
+            Some(m) if self.membership().is_none() && m != 0 => {
+                self.owner = self.owner.with_membership(Some(m));
                 true
             }
             _ => false,
@@ -221,8 +220,8 @@ impl Lease {
     /// until it expires (its renewals are refused from now on), so no second grant here can
     /// overlap it.
     pub fn change_membership(&mut self, old: Option<u64>, new: u64) -> bool {
-        if new != 0 && (self.membership() == old || self.membership == new) {
-            self.membership = new;
+        if new != 0 && (self.membership() == old || self.membership() == Some(new)) {
+            self.owner = self.owner.with_membership(Some(new));
             true
         } else {
             false
@@ -246,7 +245,7 @@ impl Lease {
     /// can notify `lease.expired`, replicate a `Free` effect and wake waiters.
     pub fn expire_due(&mut self, now: Now) -> Option<u64> {
         if self.is_held() && !self.is_live(now) {
-            self.owner = Owner::EMPTY;
+            self.owner = self.owner.with_owner(&[]);
             Some(self.token)
         } else {
             None
@@ -301,7 +300,7 @@ impl Lease {
         // A lapsed holder (even the same owner) gets a new token: its old one may already be
         // known as stale to a resource that saw a successor.
         let token = self.next_token(now, floor)?;
-        self.owner = Owner::new(owner);
+        self.owner = self.owner.with_owner(owner);
         self.token = token;
         self.set_deadline(now.mono_us.saturating_add(ms_to_us(ttl_ms)));
         self.count_grant();
@@ -336,7 +335,7 @@ impl Lease {
     /// `LEASE.RELEASE`. The token is kept as the last issued, so the next grant is above it.
     pub fn release(&mut self, owner: &[u8], token: u64, now: Now) -> bool {
         if self.is_live(now) && self.owner.as_slice() == owner && self.token == token {
-            self.owner = Owner::EMPTY;
+            self.owner = self.owner.with_owner(&[]);
             true
         } else {
             false
@@ -406,16 +405,14 @@ impl Lease {
                 if *token != self.token && !raised {
                     self.count_grant();
                 }
-                self.owner = Owner::new(owner);
+                // The effect carries the whole state: no id replays as none.
+                self.owner = Owner::build(owner, *membership);
                 self.token = *token;
                 self.set_deadline(Self::mono_deadline(*expires_wall_ms, now));
-                // The effect carries the whole state: no id replays as none.
-                self.membership = membership.unwrap_or(0);
             }
             Apply::Free { token, membership } => {
-                self.owner = Owner::EMPTY;
+                self.owner = Owner::build(&[], *membership);
                 self.token = *token;
-                self.membership = membership.unwrap_or(0);
             }
         }
     }
@@ -500,19 +497,18 @@ impl Lease {
             return None;
         }
         let mut lease = Lease {
-            owner: Owner::EMPTY,
+            owner: Owner::build(&[], p.membership),
             token: p.token,
             expires_mono_us: 0,
             // Clamped below the bookkeeping bit (only a hostile payload gets near it).
             grants: p.grants.min(GRANTS_MAX),
-            membership: p.membership.unwrap_or(0),
         };
         let mut clamped = None;
         if let Some((owner, wall)) = p.held {
             if owner.is_empty() || owner.len() > OWNER_HARD_CAP || p.token == 0 {
                 return None;
             }
-            lease.owner = Owner::new(&owner);
+            lease.owner = lease.owner.with_owner(&owner);
             let rem_ms = wall.saturating_sub(now.wall_ms);
             lease.expires_mono_us = if rem_ms > TTL_HARD_CAP_MS {
                 clamped = Some(rem_ms);

@@ -390,6 +390,25 @@ fn memory_usage_is_small() {
     let mut l = Lease::new();
     l.acquire(&[b'o'; 27], 100, at(0), 0, 0).unwrap();
     assert_eq!(l.mem_usage(), 64);
+    // Bound to a membership id (quorum mode): still 64 bytes up to OWNER_INLINE - 8, the id
+    // in the inline bytes; past that the owner and the id share one heap allocation. The
+    // binding survives release and a new holder without changing the size.
+    assert!(l.bind_membership(Some(0xabcd)));
+    assert_eq!((l.mem_usage(), l.membership()), (64, Some(0xabcd)));
+    for len in [1, OWNER_INLINE - 8, OWNER_INLINE - 7, OWNER_INLINE, 1000] {
+        let owner = vec![b'y'; len];
+        let mut b = Lease::new();
+        b.change_membership(None, 0xabcd);
+        assert_eq!(b.mem_usage(), 64, "free and bound");
+        let Acquire::Granted { token } = b.acquire(&owner, 100, at(0), 0, 0).unwrap() else {
+            panic!()
+        };
+        let extra = if len > OWNER_INLINE - 8 { len + 8 } else { 0 };
+        assert_eq!(b.mem_usage(), 64 + extra, "bound, {len}");
+        assert_eq!((b.owner(), b.membership()), (&owner[..], Some(0xabcd)));
+        assert!(b.release(&owner, token, at(1)));
+        assert_eq!((b.mem_usage(), b.membership()), (64, Some(0xabcd)));
+    }
     for len in [1, OWNER_INLINE - 1, OWNER_INLINE, OWNER_INLINE + 1, 1000] {
         let owner = vec![b'x'; len];
         let mut l = Lease::new();
