@@ -660,7 +660,7 @@ impl QuorumModel {
                         st.electors[i].reign = self.after_released_round(st.electors[i].reign);
                     }
                     let res = match outcome {
-                        NotLeading::NotGranted => Ok(None),
+                        NotLeading::NotGranted | NotLeading::WrongMembership => Ok(None),
                         NotLeading::Error(kind) => Err(kind),
                     };
                     self.finish_acquire(st, i, res, [None; NODES], 0);
