@@ -208,7 +208,23 @@ fn bad_membership_input_is_a_one_line_error_that_changes_nothing() {
         ),
         (
             vec!["LEASE.MEMBERSHIP", "k", M1, M2, M2],
+            "ERR unknown option '5555666677778888'",
+        ),
+        (
+            vec!["LEASE.MEMBERSHIP", "k", M1, M2, "TOKEN"],
             "ERR wrong number of arguments",
+        ),
+        (
+            vec!["LEASE.MEMBERSHIP", "k", M1, M2, "TOKEN", "0"],
+            "ERR token must be a positive integer",
+        ),
+        (
+            vec!["LEASE.MEMBERSHIP", "k", M1, M2, "TOKEN", "x"],
+            "ERR token must be a positive integer",
+        ),
+        (
+            vec!["LEASE.MEMBERSHIP", "k", M1, M2, "TOKEN", "5"],
+            "ERR TOKEN needs a free lease",
         ),
         (
             vec!["LEASE.MEMBERSHIP", "k", M1, "NONE"],
@@ -279,7 +295,18 @@ fn lease_membership_is_a_compare_and_set_that_never_ends_a_live_lease() {
     assert!(is_membership_error(&e, M2, M1), "{e}");
     // Its holder can still release it (RELEASE takes no membership: it can only end a lease).
     assert_eq!(release(&mut c, "k", "x#1", t), 1);
-    assert!(acquire_m(&mut c, "k", "y#1", M2).expect("ok").is_some());
+    // TOKEN carries the old list's highest token over: the next grant is above it.
+    let high = t + 1_000_000_000;
+    let r: i64 = redis::cmd("LEASE.MEMBERSHIP")
+        .arg(&["k", M1, M2, "TOKEN", &high.to_string()])
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(r, 1);
+    assert_eq!(lease_info(&mut c, "k").map(|i| i.1), Some(high));
+    let t2 = acquire_m(&mut c, "k", "y#1", M2)
+        .expect("ok")
+        .expect("granted");
+    assert!(t2 > high, "{t2} {high}");
 }
 
 /// Would catch: a binding lost by DEBUG RELOAD (RDB), an AOF rewrite (RDB preamble or

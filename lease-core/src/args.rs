@@ -204,10 +204,10 @@ pub fn raise_request<'a>(args: &[&'a [u8]], l: &Limits) -> Result<Request<'a>, L
     })
 }
 
-/// `LEASE.MEMBERSHIP`: `old new`, `old` an id or `NONE` (the key is bound to nothing or
-/// does not exist), `new` an id.
+/// `LEASE.MEMBERSHIP`: `old new [TOKEN t]`, `old` an id or `NONE` (the key is bound to
+/// nothing or does not exist), `new` an id, `t` a token.
 pub fn membership_request<'a>(args: &[&'a [u8]], _: &Limits) -> Result<Request<'a>, LeaseError> {
-    let [old, new] = args else {
+    let [old, new, rest @ ..] = args else {
         return Err(LeaseError::WrongArity("lease.membership"));
     };
     let old = if old.eq_ignore_ascii_case(b"NONE") {
@@ -215,10 +215,16 @@ pub fn membership_request<'a>(args: &[&'a [u8]], _: &Limits) -> Result<Request<'
     } else {
         Some(parse_membership(old)?)
     };
-    Ok(Request::Membership {
-        old,
-        new: parse_membership(new)?,
-    })
+    let new = parse_membership(new)?;
+    let token = match rest {
+        [] => None,
+        [opt, t] if opt.eq_ignore_ascii_case(b"TOKEN") => Some(parse_token(t)?),
+        [opt] if opt.eq_ignore_ascii_case(b"TOKEN") => {
+            return Err(LeaseError::WrongArity("lease.membership"))
+        }
+        [opt, ..] => return Err(LeaseError::UnknownOption(printable(opt))),
+    };
+    Ok(Request::Membership { old, new, token })
 }
 
 /// `LEASE.FENCE`: `token [command arg ...]`.
@@ -628,16 +634,33 @@ mod tests {
             membership_request(&v(&["none", id]), &L),
             Ok(Request::Membership {
                 old: None,
-                new: 0x0123_4567_89ab_cdef
+                new: 0x0123_4567_89ab_cdef,
+                token: None
             })
         );
         assert_eq!(
-            membership_request(&v(&[id, "fedcba9876543210"]), &L),
+            membership_request(&v(&[id, "fedcba9876543210", "token", "77"]), &L),
             Ok(Request::Membership {
                 old: Some(0x0123_4567_89ab_cdef),
-                new: 0xfedc_ba98_7654_3210
+                new: 0xfedc_ba98_7654_3210,
+                token: Some(77)
             })
         );
+        for (bad, err) in [
+            (
+                &[id, id, "TOKEN"][..],
+                LeaseError::WrongArity("lease.membership"),
+            ),
+            (&[id, id, "TOKEN", "0"], LeaseError::BadToken),
+            (&[id, id, "TOKEN", "9007199254740992"], LeaseError::BadToken),
+            (&[id, id, "NX", "1"], LeaseError::UnknownOption("NX".into())),
+            (
+                &[id, id, "TOKEN", "1", "x"],
+                LeaseError::UnknownOption("TOKEN".into()),
+            ),
+        ] {
+            assert_eq!(membership_request(&v(bad), &L), Err(err), "{bad:?}");
+        }
         for bad in [&[id, "NONE"][..], &["x", id], &[id, "0000000000000000"]] {
             assert_eq!(
                 membership_request(&v(bad), &L),

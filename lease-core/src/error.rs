@@ -54,6 +54,9 @@ pub enum LeaseError {
     /// `MEMBERSHIP` together with `BLOCK`: quorum electors never block (client-protocol Q2),
     /// and a blocked retry would have to carry the id through the wait.
     MembershipWithBlock,
+    /// `LEASE.MEMBERSHIP ... TOKEN t` on a key whose lease is live: its token cannot move
+    /// under its holder.
+    TokenOnLiveLease,
     /// Quorum mode: the key is bound to another membership (node set) than the one the
     /// command names; carries both ids. Nothing is granted, renewed or raised.
     MembershipMismatch { stored: u64, sent: u64 },
@@ -115,6 +118,10 @@ impl fmt::Display for LeaseError {
                 f,
                 "ERR membership id must be 16 hex digits, not all zero"
             ),
+            LeaseError::TokenOnLiveLease => write!(
+                f,
+                "ERR TOKEN needs a free lease: this one is live until it is released or expires"
+            ),
             LeaseError::MembershipWithBlock => {
                 write!(f, "ERR MEMBERSHIP cannot be combined with BLOCK")
             }
@@ -156,6 +163,7 @@ mod tests {
             LeaseError::EvictingPolicy("allkeys-lru".into()),
             LeaseError::BadMembership,
             LeaseError::MembershipWithBlock,
+            LeaseError::TokenOnLiveLease,
             LeaseError::MembershipMismatch {
                 stored: 1,
                 sent: u64::MAX,

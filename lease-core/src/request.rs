@@ -34,9 +34,14 @@ pub enum Request<'a> {
         new_token: u64,
         membership: Option<u64>,
     },
-    /// `LEASE.MEMBERSHIP key old new`: the operator's compare-and-set of the key's quorum
-    /// membership binding (`old = None`: bound to nothing, or no key yet).
-    Membership { old: Option<u64>, new: u64 },
+    /// `LEASE.MEMBERSHIP key old new [TOKEN t]`: the operator's compare-and-set of the key's
+    /// quorum membership binding (`old = None`: bound to nothing, or no key yet); with
+    /// `token`, a free key's last token becomes at least `t` (docs/quorum.md §4.1).
+    Membership {
+        old: Option<u64>,
+        new: u64,
+        token: Option<u64>,
+    },
     /// `LEASE.RELEASE key owner token`
     Release { owner: &'a [u8], token: u64 },
     /// `LEASE.FENCE key token [command arg ...]`; the inner command stays in the caller's

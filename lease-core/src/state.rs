@@ -332,6 +332,19 @@ impl Lease {
         }
     }
 
+    /// `LEASE.MEMBERSHIP ... TOKEN t` on a free key: its last token becomes at least `t`, so
+    /// every later grant on it is above `t`. Why (docs/quorum.md §4.1): after a membership
+    /// change a reign of the new list may stand on servers that never saw the old list's
+    /// last reign (its token lives on the old majority); the operator carries the highest
+    /// token over. False (nothing changes) on a held lease: its live token cannot move.
+    pub fn raise_last_token(&mut self, t: u64) -> bool {
+        if self.is_held() || t >= TOKEN_LIMIT {
+            return false;
+        }
+        self.token = self.token.max(t);
+        true
+    }
+
     /// `LEASE.RELEASE`. The token is kept as the last issued, so the next grant is above it.
     pub fn release(&mut self, owner: &[u8], token: u64, now: Now) -> bool {
         if self.is_live(now) && self.owner.as_slice() == owner && self.token == token {

@@ -221,10 +221,19 @@ pub static COMMANDS: [Command; COUNT] = [
         first_key: 1,
         last_key: 1,
         key_step: 1,
-        arity: 4,
+        arity: -4,
         write: true,
-        summary: c"Quorum mode, operator step of a membership change: binds the key to membership new if it is bound to old (NONE: to nothing); 1 done, 0 bound to another.",
-        args: &[KEY, a(c"old", ArgKind::Str), a(c"new", ArgKind::Str)],
+        summary: c"Quorum mode, operator step of a membership change: binds the key to membership new if it is bound to old (NONE: to nothing); with TOKEN, a free key's last token becomes at least t; 1 done, 0 bound to another.",
+        args: &[
+            KEY,
+            a(c"old", ArgKind::Str),
+            a(c"new", ArgKind::Str),
+            ArgDoc {
+                token: Some(c"TOKEN"),
+                optional: true,
+                ..a(c"t", ArgKind::Int)
+            },
+        ],
         parse: args::membership_request,
         // An operator's command, not an elector's: `admin`, and outside `@lease` (the
         // electors' ACL grant), so an elector cannot rebind the key it campaigns for. Not

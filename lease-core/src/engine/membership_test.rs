@@ -163,7 +163,11 @@ fn the_binding_outlives_expiry_and_is_in_the_free_effect() {
 #[test]
 fn lease_membership_is_a_compare_and_set_that_never_ends_a_live_lease() {
     let n = node();
-    let cas = |old, new| Request::Membership { old, new };
+    let cas = |old, new| Request::Membership {
+        old,
+        new,
+        token: None,
+    };
     // Wrong old id: 0, nothing changes, nothing replicated.
     let (free, t) = free_bound();
     let (r, l, fx) = run(&n, Some(free.clone()), at(20), client(), cas(Some(M2), M2));
@@ -256,4 +260,70 @@ fn effects_carry_the_binding_both_ways() {
         }),
     );
     assert_eq!(l.and_then(|l| l.membership()), None);
+}
+
+/// `TOKEN t` carries the old list's highest token over to a server the new list may reign
+/// on without it: the key's next grant is above `t`, the free state is replicated with it,
+/// the node's watermark rises; refused on a live lease (state unchanged), and never
+/// lowers a token.
+#[test]
+fn lease_membership_token_floor() {
+    let n = node();
+    let with = |old, new, t| Request::Membership {
+        old,
+        new,
+        token: Some(t),
+    };
+    let (free, t) = free_bound();
+    let high = t + 1_000_000;
+    let (r, l, fx) = run(
+        &n,
+        Some(free.clone()),
+        at(20),
+        client(),
+        with(Some(M), M2, high),
+    );
+    assert_eq!(r, Reply::Int(1));
+    assert_eq!(
+        fx,
+        vec![
+            ObserveToken(high),
+            Replicate(Apply::Free {
+                token: high,
+                membership: Some(M2)
+            })
+        ]
+    );
+    let (r, _, _) = run(&n, l.clone(), at(21), client(), acquire("y", Some(M2)));
+    let Reply::Int(t2) = r else { panic!("{r:?}") };
+    assert!(t2 as u64 > high, "the next grant is above the floor");
+    // Never lowers: a floor below the last token leaves it.
+    let (r, l2, _) = run(&n, l, at(21), client(), with(Some(M2), M2, 5));
+    assert_eq!(r, Reply::Int(1));
+    assert_eq!(l2.map(|l| l.last_token()), Some(high));
+    // On a live lease: refused, nothing changes.
+    let (r, live, _) = run(&n, None, at(0), client(), acquire("a", Some(M)));
+    assert!(matches!(r, Reply::Int(_)));
+    let live = live.expect("created");
+    let (r, l, fx) = run(
+        &n,
+        Some(live.clone()),
+        at(10),
+        client(),
+        with(Some(M), M2, high),
+    );
+    assert_eq!(r, Reply::Error(LeaseError::TokenOnLiveLease));
+    assert_eq!((fx, l), (vec![], Some(live.clone())));
+    // Once it lapsed: freed first (its effects), then rebound with the floor.
+    let (r, l, fx) = run(&n, Some(live), at(100), client(), with(Some(M), M2, high));
+    assert_eq!(r, Reply::Int(1));
+    assert_eq!(fx.first(), Some(&Count(Expired)));
+    assert_eq!(
+        l.map(|l| (l.last_token(), l.membership())),
+        Some((high, Some(M2)))
+    );
+    // No key: created with the floor.
+    let (r, l, _) = run(&n, None, at(0), client(), with(None, M2, high));
+    assert_eq!(r, Reply::Int(1));
+    assert_eq!(l.map(|l| l.last_token()), Some(high));
 }

@@ -106,7 +106,9 @@ pub fn handle_with(
             new_token,
             membership,
         } => raise::raise(fx, lease, now, owner, token, new_token, membership),
-        Request::Membership { old, new } => membership::change(fx, lease, now, old, new),
+        Request::Membership { old, new, token } => {
+            membership::change(fx, lease, now, old, new, token)
+        }
         Request::Release { owner, token } => release::release(fx, lease, now, owner, token),
         Request::Fence {
             token,
