@@ -332,12 +332,14 @@ fn acl_categories_show_in_command_info_and_acl_cat_where_supported() {
             "lease.acquire",
             "lease.apply",
             "lease.fence",
+            "lease.membership",
             "lease.raise",
             "lease.release",
             "lease.renew"
         ]
     );
     assert_eq!(cat(&mut c, "read"), ["lease.get", "lease.info"]);
+    assert_eq!(cat(&mut c, "admin"), ["lease.apply", "lease.membership"]);
     assert_eq!(
         cat(&mut c, "fast"),
         [

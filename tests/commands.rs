@@ -83,7 +83,7 @@ fn renew_release_fence_rows() {
     let t2 = acquire(&mut c, "k", "b", 1000).expect("granted");
     assert!(t2 > t);
     let info: Vec<redis::Value> = redis::cmd("LEASE.INFO").arg("k").query(&mut c).unwrap();
-    assert_eq!(info.len(), 12);
+    assert_eq!(info.len(), 14);
 }
 
 #[test]
@@ -483,7 +483,7 @@ fn command_info_reports_arity_flags_and_key_positions() {
             &["write", "denyoom"],
             &["fast", "readonly"],
         ),
-        ("lease.renew", 5, &["write", "fast"], &["readonly"]),
+        ("lease.renew", -5, &["write", "fast"], &["readonly"]),
         ("lease.release", 4, &["write", "fast"], &["readonly"]),
         ("lease.fence", -3, &["write", "denyoom"], &["readonly"]),
         ("lease.get", 2, &["readonly", "fast"], &["write"]),

@@ -107,10 +107,12 @@ fn rdb_written_by_the_previous_build_loads_to_the_same_leases() {
 const FREE_DUMP_V1_55CE9F1: &str =
     "078195e6ac7adca9780102810006618f1a13682802010200000a0076ed262d38b4b128";
 
-/// The same free lease as this build DUMPs it, in encoding version 2: type id with version
-/// 2, one string buffer of 17 bytes (flags 0, token and grants as u64 little endian), RDB
-/// version (10: Redis 7.0), CRC. Written by `dump_of_a_v1_free_lease_restores_and_dumps_as_v2` with
-/// COMPAT_PRINT=1 at the commit that introduced v2, and checked field by field there.
+/// The same free lease as the builds from `90b8e73` until the membership id DUMPed it, in
+/// encoding version 2: type id with version 2, one string buffer of 17 bytes (flags 0, token
+/// and grants as u64 little endian), RDB version (10: Redis 7.0), CRC. Written with
+/// COMPAT_PRINT=1 at the commit that introduced v2, and checked field by field there. This
+/// build writes version 3, whose value bytes for a lease without a membership id are these
+/// (only the encoding version in the type id, and so the CRC, differ).
 const FREE_DUMP_V2: &str =
     "078195e6ac7adca978020511002868131a8f6106000100000000000000000a002f74f62f84d4cf38";
 
@@ -122,10 +124,10 @@ fn unhex(h: &str) -> Vec<u8> {
 }
 
 /// Would catch: this build no longer loading a version-1 DUMP (every RESTORE payload taken
-/// before the upgrade), loading it as another lease, or writing other v2 bytes for it
+/// before the upgrade), loading it as another lease, or writing other v3 bytes for it
 /// (layout, byte order, a lost grants count or token).
 #[test]
-fn dump_of_a_v1_free_lease_restores_and_dumps_as_v2() {
+fn dump_of_a_v1_free_lease_restores_and_dumps_as_v3() {
     let s = start();
     let mut c = s.connection();
     let payload = unhex(FREE_DUMP_V1_55CE9F1);
@@ -144,18 +146,18 @@ fn dump_of_a_v1_free_lease_restores_and_dumps_as_v2() {
     let int = |i: usize| -> u64 { redis::from_redis_value(info[i].clone()).expect("int") };
     let (token, grants) = (1_796_117_105_961_000u64, 1u64);
     assert_eq!((int(9), int(11)), (token, grants));
-    // DUMP writes it in encoding version 2.
+    // DUMP writes it in encoding version 3.
     let again: Vec<u8> = redis::cmd("DUMP").arg("free").query(&mut c).expect("DUMP");
     if std::env::var_os("COMPAT_PRINT").is_some() {
         let hex: String = again.iter().map(|b| format!("{b:02x}")).collect();
-        println!("v2 DUMP: {hex}");
+        println!("v3 DUMP: {hex}");
     }
     // Field by field first (so a change says what changed), then the pinned bytes.
     // [type 7][0x81 + module id, 8 bytes BE, low 10 bits = encver][opcode 5 = string]
     // [length 17][flags][token LE][grants LE][EOF 0][RDB version, 2 bytes][CRC, 8 bytes].
     assert_eq!(again[0], 7, "module type");
     let id = u64::from_be_bytes(again[2..10].try_into().expect("id"));
-    assert_eq!(id & 1023, 2, "encoding version 2");
+    assert_eq!(id & 1023, 3, "encoding version 3");
     assert_eq!(
         id & !1023,
         u64::from_be_bytes(payload[2..10].try_into().expect("id")) & !1023,
@@ -169,22 +171,20 @@ fn dump_of_a_v1_free_lease_restores_and_dumps_as_v2() {
     assert_eq!(&again[13..21], &token.to_le_bytes(), "token");
     assert_eq!(&again[21..29], &grants.to_le_bytes(), "grants");
     assert_eq!(again[29], 0, "module value EOF");
-    // The value's bytes (up to its EOF) are pinned; the trailer holds the server's RDB
-    // version (10 on Redis 7.0, 12 on 8.2) and the CRC over it, so it is compared only when
-    // the server writes the RDB version the pinned payload was taken with.
+    // The value's bytes after the type id (up to its EOF) are version 2's pinned ones: a
+    // lease without a membership id is encoded alike. The trailer holds the server's RDB
+    // version and the CRC, which covers the type id, so it differs.
     let pinned = unhex(FREE_DUMP_V2);
-    let (value, trailer) = again.split_at(again.len() - 10);
-    assert_eq!(value, &pinned[..pinned.len() - 10], "v2 value bytes");
-    if trailer[..2] == pinned[pinned.len() - 10..pinned.len() - 8] {
-        assert_eq!(again, pinned);
-    }
-    // The v2 payload restores to the same lease, and it keeps issuing above its history.
+    let value = &again[..again.len() - 10];
+    assert_eq!(value[0], pinned[0]);
+    assert_eq!(value[10..], pinned[10..pinned.len() - 10], "v2 value bytes");
+    // This build's payload restores to the same lease, and it keeps issuing above its history.
     let _: () = redis::cmd("RESTORE")
         .arg("free2")
         .arg(0)
         .arg(&again[..])
         .query(&mut c)
-        .expect("RESTORE of the v2 payload");
+        .expect("RESTORE of the v3 payload");
     let info2: Vec<redis::Value> = redis::cmd("LEASE.INFO")
         .arg("free2")
         .query(&mut c)
@@ -192,6 +192,63 @@ fn dump_of_a_v1_free_lease_restores_and_dumps_as_v2() {
     assert_eq!(info2, info);
     let t = acquire(&mut c, "free", "someone", 1000).expect("grant");
     assert!(t > token, "{t}");
+}
+
+/// Would catch: this build no longer loading what the previous build (encoding version 2)
+/// DUMPed or saved: every RESTORE payload and RDB taken before the membership id.
+#[test]
+fn dump_of_a_v2_free_lease_restores() {
+    let s = start();
+    let mut c = s.connection();
+    let payload = unhex(FREE_DUMP_V2);
+    let id = u64::from_be_bytes(payload[2..10].try_into().expect("id"));
+    assert_eq!(id & 1023, 2, "the pinned payload is version 2");
+    let _: () = redis::cmd("RESTORE")
+        .arg("free")
+        .arg(0)
+        .arg(&payload[..])
+        .query(&mut c)
+        .expect("RESTORE of the previous build's v2 payload");
+    let info: Vec<redis::Value> = redis::cmd("LEASE.INFO")
+        .arg("free")
+        .query(&mut c)
+        .expect("lease.info");
+    let int = |i: usize| -> u64 { redis::from_redis_value(info[i].clone()).expect("int") };
+    assert_eq!((int(1), int(9), int(11)), (0, 1_796_117_105_961_000, 1));
+    assert_eq!(info[13], redis::Value::Nil, "bound to no membership");
+    let t = acquire(&mut c, "free", "someone", 1000).expect("grant");
+    assert!(t > 1_796_117_105_961_000, "{t}");
+}
+
+/// Would catch: a membership id lost or misplaced by DUMP/RESTORE (the version-3 layout of
+/// lease-core/src/rdb.rs: flags bit 1, the id as u64 little endian after the grants).
+#[test]
+fn dump_of_a_bound_lease_carries_its_membership_id() {
+    // Uncompressed, so the bytes are the layout (Redis LZF-compresses strings above 20 bytes).
+    let s = RedisServer::start(ServerOptions::default().extra_args(&["--rdbcompression", "no"]));
+    let mut c = s.connection();
+    let m = "0123456789abcdef";
+    let r: i64 = redis::cmd("LEASE.MEMBERSHIP")
+        .arg(&["k", "NONE", m])
+        .query(&mut c)
+        .expect("bind");
+    assert_eq!(r, 1);
+    let dump: Vec<u8> = redis::cmd("DUMP").arg("k").query(&mut c).expect("DUMP");
+    let id = u64::from_be_bytes(dump[2..10].try_into().expect("id"));
+    assert_eq!(id & 1023, 3, "encoding version 3");
+    // [type][id 9][opcode 5][length 25][flags 2][token 0][grants 0][membership LE][EOF]
+    assert_eq!((dump[10], dump[11], dump[12]), (5, 25, 2), "free, bound");
+    assert_eq!(&dump[13..29], &[0u8; 16], "token, grants");
+    assert_eq!(&dump[29..37], &0x0123_4567_89ab_cdef_u64.to_le_bytes());
+    assert_eq!(dump[37], 0, "module value EOF");
+    let _: () = redis::cmd("RESTORE")
+        .arg("k2")
+        .arg(0)
+        .arg(&dump[..])
+        .query(&mut c)
+        .expect("RESTORE");
+    let info: Vec<redis::Value> = redis::cmd("LEASE.INFO").arg("k2").query(&mut c).unwrap();
+    assert_eq!(info[13], redis::Value::BulkString(m.as_bytes().to_vec()));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -327,14 +327,18 @@ fn restore_corruptions(c: &mut Con, body: &[u8], seed: u64, prefix: &str) -> (us
     (cases.len(), accepted, rejected)
 }
 
-/// Both encodings this build loads: the version-2 payload its own DUMP writes, and a
-/// version-1 payload as earlier builds wrote it.
+/// The encodings this build loads: the version-3 payload its own DUMP writes (of a lease
+/// bound to a membership id, so the id's bytes are corrupted too; without one the bytes are
+/// version 2's), and a version-1 payload as earlier builds wrote it.
 #[test]
 fn corrupt_restore_payloads_with_valid_crc_never_crash() {
     let mut s = start();
     let mut c = s.connection();
     let owner = "owner-with-some-length";
-    let token = acquire(&mut c, "src", owner, 20000).unwrap();
+    let token: u64 = redis::cmd("LEASE.ACQUIRE")
+        .arg(&["src", owner, "20000", "MEMBERSHIP", "0123456789abcdef"])
+        .query(&mut c)
+        .unwrap();
     let good: Vec<u8> = redis::cmd("DUMP").arg("src").query(&mut c).unwrap();
     let n = good.len();
     let (body, trailer) = good.split_at(n - 8);
@@ -344,7 +348,7 @@ fn corrupt_restore_payloads_with_valid_crc_never_crash() {
         "our CRC64 matches the server's"
     );
     let id = u64::from_be_bytes(body[2..10].try_into().unwrap());
-    assert_eq!(id & 1023, 2, "DUMP writes encoding version 2");
+    assert_eq!(id & 1023, 3, "DUMP writes encoding version 3");
     let v1 = v1_held_body(
         &body[1..10],
         &body[body.len() - 2..],
@@ -364,7 +368,7 @@ fn corrupt_restore_payloads_with_valid_crc_never_crash() {
         Some((owner.as_bytes().to_vec(), token))
     );
     for (name, body, seed) in [
-        ("v2", body, 0x5eed_1ea5e),
+        ("v3", body, 0x5eed_1ea5e),
         ("v1", &v1[..], 0x0001_ea5e_0001),
     ] {
         let (tried, accepted, rejected) = restore_corruptions(&mut c, body, seed, name);
@@ -389,16 +393,21 @@ fn corrupt_restore_payloads_with_valid_crc_never_crash() {
 fn restore_refuses_an_unknown_encoding_version() {
     let mut s = start();
     let mut c = s.connection();
-    acquire(&mut c, "src", "a", 20000).unwrap();
+    // Bound to a membership id: the one thing version 3 has that version 2 has not (an
+    // unbound lease is the same bytes in both, and a v2 label on it rightly loads).
+    let _: u64 = redis::cmd("LEASE.ACQUIRE")
+        .arg(&["src", "a", "20000", "MEMBERSHIP", "0123456789abcdef"])
+        .query(&mut c)
+        .unwrap();
     let good: Vec<u8> = redis::cmd("DUMP").arg("src").query(&mut c).unwrap();
     let body = &good[..good.len() - 8];
     // The module id (after the type byte, as an RDB 64-bit length: 0x81 + 8 bytes big
     // endian) carries the encoding version in its low 10 bits.
     assert_eq!(body[1], 0x81, "module id encoding");
     let id = u64::from_be_bytes(body[2..10].try_into().unwrap());
-    assert_eq!(id & 1023, 2, "encoding version 2");
-    // A later version (3), and a v2 value labelled as v1 or as version 0: all refused.
-    for ver in [3u64, 1023, 1, 0] {
+    assert_eq!(id & 1023, 3, "encoding version 3");
+    // A later version (4), and a v3 value labelled as v2, v1 or version 0: all refused.
+    for ver in [4u64, 1023, 2, 1, 0] {
         let mut b = body.to_vec();
         b[2..10].copy_from_slice(&((id & !1023) | ver).to_be_bytes());
         let key = format!("v{ver}");
@@ -409,7 +418,7 @@ fn restore_refuses_an_unknown_encoding_version() {
             .query(&mut c);
         assert!(
             r.is_err(),
-            "a v2 value labelled version {ver} must be refused"
+            "a v3 value labelled version {ver} must be refused"
         );
         assert_eq!(get(&mut c, &key), None);
     }

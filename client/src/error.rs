@@ -22,6 +22,11 @@ pub enum ErrorKind {
     Loading,
     /// `FENCED`: a stale token was used with `LEASE.FENCE`.
     Fenced,
+    /// `MEMBERSHIP`: quorum mode, the node's key is bound to another node list (membership
+    /// id) than ours (docs/client-protocol.md Q9). Counts as "not granted" / "not renewed"
+    /// from that node, never as an error of the round: an operator must act, retrying fast
+    /// or slow changes nothing.
+    Membership,
     /// `ERR ...` / `WRONGTYPE ...`: our request is wrong (bad key type, ttl above
     /// `lease.max-ttl`, ...). Retrying does not help; the loop keeps retrying slowly and logs it.
     Rejected(String),
@@ -42,6 +47,7 @@ impl ErrorKind {
             ErrorKind::NoReplicas => "noreplicas",
             ErrorKind::Loading => "loading",
             ErrorKind::Fenced => "fenced",
+            ErrorKind::Membership => "membership",
             ErrorKind::Rejected(_) => "rejected",
             ErrorKind::Server(_) => "server",
             ErrorKind::Protocol => "protocol",
@@ -101,6 +107,7 @@ impl CommandError {
             "NOREPLICAS" => ErrorKind::NoReplicas,
             "LOADING" => ErrorKind::Loading,
             "FENCED" => ErrorKind::Fenced,
+            "MEMBERSHIP" => ErrorKind::Membership,
             "ERR" | "WRONGTYPE" => ErrorKind::Rejected(message.clone()),
             other => ErrorKind::Server(other.to_string()),
         };

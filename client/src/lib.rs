@@ -73,7 +73,7 @@ pub use elector::{Elector, ElectorHandle, LeaderContext, OnceOutcome, Role, RunO
 pub use error::{CommandError, ErrorKind, LeaseError};
 pub use fence::fence;
 pub use metrics::Metrics;
-pub use quorum::{Nodes, QuorumControl, QuorumTransport};
+pub use quorum::{membership_id_of, node_identity, Nodes, QuorumControl, QuorumTransport};
 pub use tls::ConnectOptions;
 pub use tokio_util::sync::CancellationToken;
 pub use transport::{LeaseInfo, RedisTransport, Replicated, Transport, WaitFor};

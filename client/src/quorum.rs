@@ -15,6 +15,9 @@
 //! - renew: `LEASE.RENEW` on all nodes; renewed only if a majority said 1; lost as soon as a
 //!   majority can no longer say 1.
 //! - release: on all nodes.
+//! - every ACQUIRE, RENEW and RAISE names the membership id of this node list
+//!   (`MEMBERSHIP id`, docs/client-protocol.md Q9): a node whose key is bound to another list
+//!   refuses, and that counts as "not granted" / "not renewed" from that node.
 //!
 //! Use it through [`Elector::with_nodes`] (one URL = the ordinary single-node transport).
 
@@ -179,6 +182,34 @@ fn server_addresses(url: &str) -> Result<Vec<String>, LeaseError> {
     })
 }
 
+/// A node URL's identity in the membership id (`quorum_decide::tcp_identity`, Q9).
+pub fn node_identity(url: &str) -> Result<String, LeaseError> {
+    use redis::{ConnectionAddr, IntoConnectionInfo};
+    let info = url
+        .into_connection_info()
+        .map_err(|e| LeaseError::Config(format!("invalid redis url: {e}")))?;
+    match info.addr() {
+        ConnectionAddr::Tcp(host, port) | ConnectionAddr::TcpTls { host, port, .. } => {
+            Ok(qd::tcp_identity(host, *port))
+        }
+        ConnectionAddr::Unix(path) => Ok(qd::unix_identity(&path.display().to_string())),
+        other => Err(LeaseError::Config(format!(
+            "quorum: no membership identity for the address {other:?}"
+        ))),
+    }
+}
+
+/// The membership id of a node list as the wire spells it (16 hex digits, Q9): what an
+/// operator passes to `LEASE.MEMBERSHIP key old new` when the node set changes
+/// (docs/quorum.md §4.1; `lease-run --print-membership-id`).
+pub fn membership_id_of(urls: &[String]) -> Result<String, LeaseError> {
+    let ids = urls
+        .iter()
+        .map(|u| node_identity(u))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(qd::membership_hex(qd::membership_id(&ids)))
+}
+
 /// Refuses a node list that names one server twice under any spelling.
 fn check_distinct(urls: &[String]) -> Result<(), LeaseError> {
     let addrs = urls
@@ -211,6 +242,18 @@ pub struct QuorumTransport {
     owner: String,
     /// An acquire round released partial grants under `owner` (see `take_retired_owner`).
     retired: bool,
+    /// `MEMBERSHIP <id>` of this node list, sent with every ACQUIRE, RENEW and RAISE (Q9);
+    /// `None` only under the `NoMembership` control.
+    membership: Option<String>,
+    /// The last round's refusal for membership was reported (logged once per change).
+    membership_reported: bool,
+}
+
+/// Appends `MEMBERSHIP id` (Q9) when there is one.
+fn with_membership(c: &mut redis::Cmd, m: &Option<String>) {
+    if let Some(m) = m {
+        c.arg("MEMBERSHIP").arg(m);
+    }
 }
 
 fn int_of(v: &Value) -> Result<i64, CommandError> {
@@ -241,6 +284,12 @@ impl QuorumTransport {
             ));
         }
         check_distinct(urls)?;
+        // Why (Q9, issue 32): electors with different node lists (during a node replacement)
+        // can find disjoint majorities; binding each key to one list's id keeps them apart.
+        let membership = match control {
+            QuorumControl::NoMembership => None,
+            _ => Some(membership_id_of(urls)?),
+        };
         let identities = Arc::new(std::sync::Mutex::new(vec![None; urls.len()]));
         let mut nodes = vec![];
         for (index, u) in urls.iter().enumerate() {
@@ -267,7 +316,28 @@ impl QuorumTransport {
             // node); this is only what `get` compares before the first ACQUIRE.
             owner: crate::decide::reign_owner(&cfg.owner, 1).unwrap_or_default(),
             retired: false,
+            membership,
+            membership_reported: false,
         })
+    }
+
+    /// The membership id this transport sends (Q9), `None` under the `NoMembership` control.
+    pub fn membership_id(&self) -> Option<&str> {
+        self.membership.as_deref()
+    }
+
+    /// Logs a round lost to membership refusals once, until a round ends otherwise: only an
+    /// operator can fix it, and the loop polls every 50..100 ms.
+    fn report_membership(&mut self, refused: bool) {
+        if refused && !self.membership_reported {
+            tracing::error!(
+                membership = self.membership.as_deref().unwrap_or(""),
+                reason = "membership_mismatch",
+                "quorum: nodes refuse this elector's node list (their lease key is bound to another membership); \
+                 electors use different node lists? see docs/quorum.md 4.1"
+            );
+        }
+        self.membership_reported = refused;
     }
 
     pub fn len(&self) -> usize {
@@ -364,12 +434,14 @@ impl Transport for QuorumTransport {
         let need = self.control.need(n);
         self.owner = owner.to_string();
         let ttl_ms = wire_ms(ttl);
+        let m = self.membership.clone();
         let replies = self
             .round(
                 &self.all(),
                 |_| {
                     let mut c = redis::cmd("LEASE.ACQUIRE");
                     c.arg(key).arg(owner).arg(ttl_ms);
+                    with_membership(&mut c, &m);
                     c
                 },
                 |v| match v {
@@ -406,6 +478,7 @@ impl Transport for QuorumTransport {
                             };
                             let mut c = redis::cmd("LEASE.RAISE");
                             c.arg(key).arg(owner).arg(granted).arg(target);
+                            with_membership(&mut c, &m);
                             c
                         },
                         |v| int_of(&v).map(|n| n == 1),
@@ -447,8 +520,9 @@ impl Transport for QuorumTransport {
             AfterAcquire::Abort { release, outcome } => {
                 self.retired |= !release.is_empty();
                 self.release_on(key, owner, &release).await;
+                self.report_membership(outcome == NotLeading::WrongMembership);
                 match outcome {
-                    NotLeading::NotGranted => Ok(Replicated {
+                    NotLeading::NotGranted | NotLeading::WrongMembership => Ok(Replicated {
                         value: None,
                         acked: None,
                     }),
@@ -473,6 +547,7 @@ impl Transport for QuorumTransport {
         let need = self.control.need(n);
         let ttl_ms = wire_ms(ttl);
         let held = self.held.clone();
+        let m = self.membership.clone();
         let replies = self
             .round(
                 &self.all(),
@@ -482,12 +557,13 @@ impl Transport for QuorumTransport {
                         .arg(owner)
                         .arg(held[i].unwrap_or(token))
                         .arg(ttl_ms);
+                    with_membership(&mut c, &m);
                     c
                 },
                 |v| int_of(&v).map(|n| n == 1),
                 move |r: &[NodeReply<bool>]| {
                     let ones = r.iter().filter(|x| matches!(x, Some(Ok(true)))).count();
-                    let zeros = r.iter().filter(|x| matches!(x, Some(Ok(false)))).count();
+                    let zeros = r.iter().filter(|x| qd::renew_refused(x)).count();
                     ones >= need || zeros > n - need
                 },
             )
@@ -498,6 +574,17 @@ impl Transport for QuorumTransport {
                 acked: None,
             }),
             AfterRenew::Lost => {
+                if replies
+                    .iter()
+                    .any(|r| matches!(r, Some(Err(ErrorKind::Membership))))
+                {
+                    // The operator rebound nodes to another list (docs/quorum.md §4.1): this
+                    // reign ends here, by design.
+                    tracing::warn!(
+                        reason = "membership_mismatch",
+                        "quorum: renewal refused: nodes are bound to another membership now"
+                    );
+                }
                 // Stepping down. The nodes that still said 1 are NOT released here: our task
                 // has not stopped yet, and such a node can complete another elector's
                 // majority with nodes that said 0 (one wiped, one holding that elector's

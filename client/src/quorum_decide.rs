@@ -25,6 +25,10 @@ pub enum QuorumControl {
     NoUnify,
     /// Lead on a single grant (breaks "any two majorities intersect").
     Minority,
+    /// Send no membership id (the protocol before Q9, issue 32): electors with different
+    /// node lists then find disjoint majorities (breaks "every majority shares a node with
+    /// every other", which holds only within one node list).
+    NoMembership,
 }
 
 impl QuorumControl {
@@ -33,6 +37,7 @@ impl QuorumControl {
             "correct" => Some(QuorumControl::Correct),
             "no-unify" => Some(QuorumControl::NoUnify),
             "minority" => Some(QuorumControl::Minority),
+            "no-membership" => Some(QuorumControl::NoMembership),
             _ => None,
         }
     }
@@ -81,6 +86,42 @@ pub fn check_identity(me: usize, seen: &str, known: &[Option<String>]) -> Identi
     }
 }
 
+/// One node's identity in the membership id (docs/client-protocol.md Q9,
+/// `conformance/vectors/quorum/membership_id.json`): `tcp:<host>:<port>` with the host in
+/// lower case (an IPv6 address without brackets, a trailing dot removed) and the port
+/// number (6379 when the URL has none), or `unix:<path>` with the path as written. The
+/// scheme (TLS or not), credentials, db number and query are left out: they do not change
+/// which server it is.
+pub fn tcp_identity(host: &str, port: u16) -> String {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host = host.strip_suffix('.').unwrap_or(host);
+    format!("tcp:{}:{port}", host.to_ascii_lowercase())
+}
+
+pub fn unix_identity(path: &str) -> String {
+    format!("unix:{path}")
+}
+
+/// The membership id of a node list (Q9): SHA-256 of the node identities, sorted (byte
+/// order) and joined by `\n`, first 8 bytes read big endian; 0 (never seen) becomes 1,
+/// because the module reserves 0 for "bound to nothing". Sorted, so the order of the list
+/// does not matter; every identity counts, so any change of the set changes the id (up to a
+/// 2^-64 collision).
+pub fn membership_id(identities: &[String]) -> u64 {
+    let mut ids: Vec<&str> = identities.iter().map(String::as_str).collect();
+    ids.sort_unstable();
+    let joined = ids.join("\n");
+    let digest = ring::digest::digest(&ring::digest::SHA256, joined.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest.as_ref()[..8]);
+    u64::from_be_bytes(first).max(1)
+}
+
+/// A membership id as the wire spells it: 16 lower-case hex digits.
+pub fn membership_hex(id: u64) -> String {
+    format!("{id:016x}")
+}
+
 /// How long a node whose identity changed counts toward nothing, on this elector's clock: at
 /// least the longest TTL any elector may have used on it (`configured`, default the module's
 /// default `lease.max-ttl`; never less than this elector's own TTL) of the *server's* clock,
@@ -127,6 +168,11 @@ pub enum NotLeading {
     /// Nobody reachable enough said why not: someone else holds it, or a split vote. A nil
     /// reply, so the loop polls again after its short pause.
     NotGranted,
+    /// Not granted, and at least one node refused because its key is bound to another
+    /// membership (Q9): to the loop a nil reply like `NotGranted` (polling again is harmless,
+    /// and the reign of the other list may end), but the transport reports this reason,
+    /// because only an operator can resolve it (docs/quorum.md §4.1).
+    WrongMembership,
     /// So many nodes failed (errors, no reply) that a majority was impossible: an error, so
     /// the loop backs off exponentially. Carries the first error seen (a GRACE if all that
     /// stood in the way were nodes in grace).
@@ -169,13 +215,21 @@ pub fn after_acquire(
             nodes: granted.iter().map(|g| g.0).collect(),
         };
     }
-    let refused = replies
+    // A membership refusal (Q9) is a refusal like "held by someone else", not an error: that
+    // node will not grant us, whatever we retry.
+    let wrong_membership = replies
         .iter()
-        .filter(|r| matches!(r, Some(Ok(None))))
+        .filter(|r| matches!(r, Some(Err(ErrorKind::Membership))))
         .count();
+    let refused = wrong_membership
+        + replies
+            .iter()
+            .filter(|r| matches!(r, Some(Ok(None))))
+            .count();
     let failed: Vec<&ErrorKind> = replies
         .iter()
         .filter_map(|r| match r {
+            Some(Err(ErrorKind::Membership)) => None,
             Some(Err(e)) => Some(e),
             _ => None,
         })
@@ -185,7 +239,11 @@ pub fn after_acquire(
     // by someone else", polling again soon is right; if a majority was out of reach because
     // of errors and silence, backing off is (and GRACE tells the loop how long).
     let outcome = if refused + need > n || failed.len() + silent <= n - need {
-        NotLeading::NotGranted
+        if wrong_membership > 0 {
+            NotLeading::WrongMembership
+        } else {
+            NotLeading::NotGranted
+        }
     } else {
         let grace = failed.iter().find_map(|e| match e {
             ErrorKind::Grace(d) => Some(ErrorKind::Grace(*d)),
@@ -226,6 +284,12 @@ pub enum AfterRenew {
     Unknown,
 }
 
+/// A renewal reply that means "this node does not renew us": 0, or (Q9) a refusal because
+/// the node's key is now bound to another membership (the operator moved it).
+pub fn renew_refused(r: &NodeReply<bool>) -> bool {
+    matches!(r, Some(Ok(false)) | Some(Err(ErrorKind::Membership)))
+}
+
 pub fn after_renew(control: QuorumControl, replies: &[NodeReply<bool>]) -> AfterRenew {
     let n = replies.len();
     let need = control.need(n);
@@ -233,10 +297,7 @@ pub fn after_renew(control: QuorumControl, replies: &[NodeReply<bool>]) -> After
         .iter()
         .filter(|r| matches!(r, Some(Ok(true))))
         .count();
-    let zeros = replies
-        .iter()
-        .filter(|r| matches!(r, Some(Ok(false))))
-        .count();
+    let zeros = replies.iter().filter(|r| renew_refused(r)).count();
     if ones >= need && n > 0 {
         AfterRenew::Renewed
     } else if zeros > n - need {
@@ -257,6 +318,7 @@ mod tests {
     const BUSY: NodeReply<Option<u64>> = Some(Ok(None));
     const DOWN: NodeReply<Option<u64>> = Some(Err(ErrorKind::Connection));
     const GRACE: NodeReply<Option<u64>> = Some(Err(ErrorKind::Grace(Duration::from_millis(700))));
+    const OTHER_LIST: NodeReply<Option<u64>> = Some(Err(ErrorKind::Membership));
 
     #[test]
     fn majority_of_n() {
@@ -348,6 +410,33 @@ mod tests {
                 },
             ),
             (
+                "issue 32: one node bound to the other list, one busy: not granted, reason given",
+                Correct,
+                vec![OTHER_LIST, BUSY, G(4)],
+                Abort {
+                    release: vec![(2, 4)],
+                    outcome: NotLeading::WrongMembership,
+                },
+            ),
+            (
+                "a membership refusal is no error: with one node down, still not granted",
+                Correct,
+                vec![OTHER_LIST, DOWN, G(4)],
+                Abort {
+                    release: vec![(2, 4)],
+                    outcome: NotLeading::WrongMembership,
+                },
+            ),
+            (
+                "a majority without the refusing node still reigns",
+                Correct,
+                vec![OTHER_LIST, G(8), G(4)],
+                Raise {
+                    target: 8,
+                    nodes: vec![1, 2],
+                },
+            ),
+            (
                 "control minority: one grant leads",
                 Minority,
                 vec![BUSY, G(7), BUSY],
@@ -415,6 +504,15 @@ mod tests {
                 AfterRenew::Lost,
             ),
             (
+                "issue 32: a node rebound to another list refuses the renewal: counts as 0",
+                vec![
+                    y.clone(),
+                    Some(Err(ErrorKind::Membership)),
+                    Some(Err(ErrorKind::Membership)),
+                ],
+                AfterRenew::Lost,
+            ),
+            (
                 "5 nodes: two 1s, two 0s, one silent",
                 vec![y.clone(), y.clone(), n0.clone(), n0.clone(), None],
                 AfterRenew::Unknown,
@@ -450,6 +548,25 @@ mod identity_tests {
             check_identity(2, "a", &known),
             IdentityCheck::Duplicate { of: 0 }
         );
+    }
+
+    /// The identity spelling and the id (the shared vector runs the same through
+    /// `tests/membership_vector.rs`); here the properties: order does not matter, any change
+    /// of the set does.
+    #[test]
+    fn membership_id_is_of_the_set() {
+        let v = |l: &[&str]| membership_id(&l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let abc = v(&["tcp:a:1", "tcp:b:1", "tcp:c:1"]);
+        assert_eq!(abc, v(&["tcp:c:1", "tcp:a:1", "tcp:b:1"]));
+        assert_ne!(abc, v(&["tcp:a:1", "tcp:b:1", "tcp:d:1"]));
+        assert_ne!(abc, v(&["tcp:a:1", "tcp:b:1"]));
+        assert_ne!(abc, v(&["tcp:a:1", "tcp:b:1", "tcp:c:2"]));
+        assert_eq!(
+            tcp_identity("Node-1.Example.", 7000),
+            "tcp:node-1.example:7000"
+        );
+        assert_eq!(tcp_identity("[::1]", 7000), "tcp:::1:7000");
+        assert_eq!(membership_hex(0xab), "00000000000000ab");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use lease::args::{self, Limits};
 use lease::config::{parse_module_args, setting, Config, SETTINGS};
 use lease::engine::{handle, Call, Effect, Reply, Store};
 use lease::node::Node;
-use lease::rdb::{encode_v2, Persisted, PersistedSource};
+use lease::rdb::{encode_v3, Persisted, PersistedSource};
 use lease::request::Request;
 use lease::state::{Lease, Now, TOKEN_LIMIT};
 
@@ -78,26 +78,34 @@ impl PersistedSource for RdbFields<'_> {
     }
 }
 
-/// RDB value decoder, i.e. what `RESTORE` feeds `datatype::rdb_load`, in both encodings
+/// RDB value decoder, i.e. what `RESTORE` feeds `datatype::rdb_load`, in every encoding
 /// the module loads, on every input:
 /// - version 1: the input as module fields (`Persisted::decode_v1`);
-/// - version 2: the first field of the input as the one string buffer v2 writes
-///   (`Persisted::decode_v2`; a v2 seed is `05 <length> <buffer>`).
+/// - versions 2 and 3: the first field of the input as the one string buffer they write
+///   (`Persisted::decode_v2`, `decode_v3`; a seed is `05 <length> <buffer>`).
 ///
 /// A loaded lease must be self-consistent: token below 2^53, and it must survive a
-/// save/load round trip through the v2 bytes the module writes (so a v1 value upgrades
-/// losslessly).
+/// save/load round trip through the v3 bytes the module writes (so a v1 or v2 value
+/// upgrades losslessly; a v2 buffer is a v3 one without the membership bit).
 pub fn rdb_value(data: &[u8]) {
     if let Some(p) = Persisted::decode_v1(&mut RdbFields::new(data)) {
         check_loaded(p);
     }
     if let Some(buf) = RdbFields::new(data).bytes() {
-        if let Some(p) = Persisted::decode_v2(&buf) {
+        let v2 = Persisted::decode_v2(&buf);
+        if let Some(p) = Persisted::decode_v3(&buf) {
             // What a decoder accepted, re-encoded, is the same bytes (one encoding per value).
             let mut again = Vec::new();
-            encode_v2(p.as_saved(), &mut again);
-            assert_eq!(again, buf, "v2 decode/encode round trip");
+            encode_v3(p.as_saved(), &mut again);
+            assert_eq!(again, buf, "v3 decode/encode round trip");
+            // v2 accepts exactly the v3 values without a membership id, identically.
+            assert_eq!(v2.is_some(), p.membership.is_none(), "v2 vs v3");
+            if let Some(p2) = v2 {
+                assert_eq!(p2, p, "v2 and v3 decode alike");
+            }
             check_loaded(p);
+        } else {
+            assert!(v2.is_none(), "v2 accepted what v3 refused");
         }
     }
 }
@@ -110,11 +118,11 @@ fn check_loaded(p: Persisted) {
     let saved = lease.to_persisted(NOW);
     let again = Lease::from_persisted(saved.clone(), NOW).expect("a saved lease loads");
     assert_eq!(again.to_persisted(NOW), saved, "save/load round trip");
-    // The module's save path (v2 from the value itself) and back.
+    // The module's save path (v3 from the value itself) and back.
     let mut buf = Vec::new();
-    encode_v2(lease.saved(NOW), &mut buf);
-    let decoded = Persisted::decode_v2(&buf).expect("a saved lease decodes");
-    assert_eq!(decoded, saved, "v2 save/decode round trip");
+    encode_v3(lease.saved(NOW), &mut buf);
+    let decoded = Persisted::decode_v3(&buf).expect("a saved lease decodes");
+    assert_eq!(decoded, saved, "v3 save/decode round trip");
     exercise(lease);
 }
 
@@ -213,7 +221,9 @@ fn check_request(req: &Request<'_>, l: &Limits) {
             owner,
             token,
             ttl_ms,
+            membership,
         } => {
+            assert_ne!(membership, Some(0));
             assert!(!owner.is_empty() && owner.len() <= l.max_owner_len);
             assert!(token > 0 && token < TOKEN_LIMIT);
             assert!(ttl_ms >= 1 && ttl_ms <= l.max_ttl_ms);
@@ -252,7 +262,7 @@ pub fn apply_effect(data: &[u8]) {
     let out = handle(&node, Some(&mut held), NOW, call, &req);
     if out.reply == Reply::Ok {
         let token = match eff {
-            lease::Apply::Hold { token, .. } | lease::Apply::Free { token } => token,
+            lease::Apply::Hold { token, .. } | lease::Apply::Free { token, .. } => token,
         };
         assert_eq!(held.last_token(), token);
         assert!(out.effects.contains(&Effect::ObserveToken(token)));
@@ -299,6 +309,7 @@ pub fn module_config(data: &[u8]) {
             owner: b"o",
             ttl_ms: l.max_ttl_ms,
             block: None,
+            membership: None,
         },
     );
 }

@@ -40,6 +40,7 @@ pub fn admit(req: &Request<'_>, facts: Facts<'_>) -> Result<(), LeaseError> {
             | Request::Renew { .. }
             | Request::Release { .. }
             | Request::Raise { .. }
+            | Request::Membership { .. }
             | Request::Fence { .. }
     );
     if writes && facts.replica_client {
@@ -67,6 +68,7 @@ mod tests {
         owner: b"a",
         ttl_ms: 10,
         block: None,
+        membership: None,
     };
 
     #[test]
@@ -106,6 +108,7 @@ mod tests {
                 owner: b"a",
                 token: 1,
                 ttl_ms: 10,
+                membership: None,
             },
             Request::Release {
                 owner: b"a",
@@ -115,6 +118,7 @@ mod tests {
                 owner: b"a",
                 token: 1,
                 new_token: 2,
+                membership: None,
             },
             Request::Fence {
                 token: 1,
@@ -148,6 +152,7 @@ mod tests {
             owner: b"a",
             token: 1,
             ttl_ms: 10,
+            membership: None,
         };
         assert_eq!(admit(&renew, evicting), Ok(()));
         assert!(admit(&ACQ, evicting)

@@ -73,34 +73,77 @@ pub fn parse_timeout(b: &[u8]) -> Result<u64, LeaseError> {
     }
 }
 
+/// A quorum-mode membership id (docs/quorum.md §4.1, docs/client-protocol.md Q9): exactly
+/// 16 hex digits (either case), not all zero (0 stands for "none" in the value).
+pub fn parse_membership(b: &[u8]) -> Result<u64, LeaseError> {
+    if b.len() != 16 || !b.iter().all(u8::is_ascii_hexdigit) {
+        return Err(LeaseError::BadMembership);
+    }
+    let v = b.iter().fold(0u64, |v, &c| {
+        // Every byte is a hex digit (checked above), so `to_digit` cannot fail here.
+        (v << 4) | u64::from(char::from(c).to_digit(16).unwrap_or(0))
+    });
+    if v == 0 {
+        return Err(LeaseError::BadMembership);
+    }
+    Ok(v)
+}
+
+/// The optional `MEMBERSHIP id` that ends RENEW, RAISE and the effects.
+fn trailing_membership(rest: &[&[u8]], cmd: &'static str) -> Result<Option<u64>, LeaseError> {
+    match rest {
+        [] => Ok(None),
+        [opt, id] if opt.eq_ignore_ascii_case(b"MEMBERSHIP") => parse_membership(id).map(Some),
+        [opt] if opt.eq_ignore_ascii_case(b"MEMBERSHIP") => Err(LeaseError::WrongArity(cmd)),
+        [opt, ..] => Err(LeaseError::UnknownOption(printable(opt))),
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 pub struct AcquireArgs<'a> {
     pub owner: &'a [u8],
     pub ttl_ms: u64,
     /// `Some(timeout_ms)` with BLOCK (0 = forever).
     pub block: Option<u64>,
+    /// `Some(id)` with MEMBERSHIP (quorum mode).
+    pub membership: Option<u64>,
 }
 
-/// `owner ttl [BLOCK timeout]` (everything after the key).
+/// `owner ttl [BLOCK timeout] [MEMBERSHIP id]` (everything after the key; the options in
+/// any order, each at most once, not both).
 pub fn parse_acquire<'a>(args: &[&'a [u8]], l: &Limits) -> Result<AcquireArgs<'a>, LeaseError> {
-    let (owner, ttl, rest) = match args {
+    let (owner, ttl, mut rest) = match args {
         [owner, ttl, rest @ ..] => (owner, ttl, rest),
         _ => return Err(LeaseError::WrongArity("lease.acquire")),
     };
     let owner = parse_owner(owner, l)?;
     let ttl_ms = parse_ttl(ttl, l)?;
-    let block = match rest {
-        [] => None,
-        [opt, t] if opt.eq_ignore_ascii_case(b"BLOCK") => Some(parse_timeout(t)?),
-        [opt] if opt.eq_ignore_ascii_case(b"BLOCK") => {
-            return Err(LeaseError::WrongArity("lease.acquire"))
+    let (mut block, mut membership) = (None, None);
+    while let [opt, tail @ ..] = rest {
+        let is_block = opt.eq_ignore_ascii_case(b"BLOCK");
+        let is_membership = opt.eq_ignore_ascii_case(b"MEMBERSHIP");
+        let repeated = (is_block && block.is_some()) || (is_membership && membership.is_some());
+        if !(is_block || is_membership) || repeated {
+            return Err(LeaseError::UnknownOption(printable(opt)));
         }
-        [opt, ..] => return Err(LeaseError::UnknownOption(printable(opt))),
-    };
+        let [value, tail @ ..] = tail else {
+            return Err(LeaseError::WrongArity("lease.acquire"));
+        };
+        if is_block {
+            block = Some(parse_timeout(value)?);
+        } else {
+            membership = Some(parse_membership(value)?);
+        }
+        rest = tail;
+    }
+    if block.is_some() && membership.is_some() {
+        return Err(LeaseError::MembershipWithBlock);
+    }
     Ok(AcquireArgs {
         owner,
         ttl_ms,
         block,
+        membership,
     })
 }
 
@@ -111,19 +154,22 @@ pub fn acquire_request<'a>(args: &[&'a [u8]], l: &Limits) -> Result<Request<'a>,
         owner: a.owner,
         ttl_ms: a.ttl_ms,
         block: a.block,
+        membership: a.membership,
     })
 }
 
-/// `LEASE.RENEW`: `owner token ttl` (arity checked by the command table).
+/// `LEASE.RENEW`: `owner token ttl [MEMBERSHIP id]` (arity checked by the command table).
 pub fn renew_request<'a>(args: &[&'a [u8]], l: &Limits) -> Result<Request<'a>, LeaseError> {
-    let [owner, token, ttl] = args else {
+    let [owner, token, ttl, rest @ ..] = args else {
         return Err(LeaseError::WrongArity("lease.renew"));
     };
-    // Checked in this order (owner, token, ttl): the first bad one is the error reported.
+    // Checked in this order (owner, token, ttl, membership): the first bad one is the error
+    // reported.
     Ok(Request::Renew {
         owner: parse_owner(owner, l)?,
         token: parse_token(token)?,
         ttl_ms: parse_ttl(ttl, l)?,
+        membership: trailing_membership(rest, "lease.renew")?,
     })
 }
 
@@ -138,10 +184,10 @@ pub fn release_request<'a>(args: &[&'a [u8]], l: &Limits) -> Result<Request<'a>,
     })
 }
 
-/// `LEASE.RAISE`: `owner token newtoken`. A lower new token is a request error (checked
-/// here, before the key is looked at): tokens on a key never go down.
+/// `LEASE.RAISE`: `owner token newtoken [MEMBERSHIP id]`. A lower new token is a request
+/// error (checked here, before the key is looked at): tokens on a key never go down.
 pub fn raise_request<'a>(args: &[&'a [u8]], l: &Limits) -> Result<Request<'a>, LeaseError> {
-    let [owner, token, new_token] = args else {
+    let [owner, token, new_token, rest @ ..] = args else {
         return Err(LeaseError::WrongArity("lease.raise"));
     };
     let owner = parse_owner(owner, l)?;
@@ -154,7 +200,31 @@ pub fn raise_request<'a>(args: &[&'a [u8]], l: &Limits) -> Result<Request<'a>, L
         owner,
         token,
         new_token,
+        membership: trailing_membership(rest, "lease.raise")?,
     })
+}
+
+/// `LEASE.MEMBERSHIP`: `old new [TOKEN t]`, `old` an id or `NONE` (the key is bound to
+/// nothing or does not exist), `new` an id, `t` a token.
+pub fn membership_request<'a>(args: &[&'a [u8]], _: &Limits) -> Result<Request<'a>, LeaseError> {
+    let [old, new, rest @ ..] = args else {
+        return Err(LeaseError::WrongArity("lease.membership"));
+    };
+    let old = if old.eq_ignore_ascii_case(b"NONE") {
+        None
+    } else {
+        Some(parse_membership(old)?)
+    };
+    let new = parse_membership(new)?;
+    let token = match rest {
+        [] => None,
+        [opt, t] if opt.eq_ignore_ascii_case(b"TOKEN") => Some(parse_token(t)?),
+        [opt] if opt.eq_ignore_ascii_case(b"TOKEN") => {
+            return Err(LeaseError::WrongArity("lease.membership"))
+        }
+        [opt, ..] => return Err(LeaseError::UnknownOption(printable(opt))),
+    };
+    Ok(Request::Membership { old, new, token })
 }
 
 /// `LEASE.FENCE`: `token [command arg ...]`.
@@ -184,22 +254,36 @@ pub fn info_request<'a>(args: &[&'a [u8]], _: &Limits) -> Result<Request<'a>, Le
     }
 }
 
-/// `LEASE.APPLY`: `HOLD owner token expires_wall_ms` | `FREE token`. Only the primary's
-/// replication stream and AOF loading send it, but that input is data too: every field is
-/// checked before it becomes state.
+/// `LEASE.APPLY`: `HOLD owner token expires_wall_ms` | `FREE token`, each optionally
+/// followed by `MEMBERSHIP id` (the key's quorum-mode binding; without it the key replays
+/// as bound to nothing). Only the primary's replication stream and AOF loading send it, but
+/// that input is data too: every field is checked before it becomes state.
 pub fn apply_request<'a>(args: &[&'a [u8]], _: &Limits) -> Result<Request<'a>, LeaseError> {
     parse_apply(args).map(Request::Apply)
 }
 
 pub fn parse_apply(a: &[&[u8]]) -> Result<Apply, LeaseError> {
     let int = |b: &[u8]| parse_u64(b).ok_or(LeaseError::BadEffect);
+    let membership = |rest: &[&[u8]]| match rest {
+        [] => Ok(None),
+        [opt, id] if opt.eq_ignore_ascii_case(b"MEMBERSHIP") => parse_membership(id)
+            .map(Some)
+            .map_err(|_| LeaseError::BadEffect),
+        _ => Err(LeaseError::BadEffect),
+    };
     let eff = match a {
-        [kind, owner, token, wall] if kind.eq_ignore_ascii_case(b"HOLD") => Apply::Hold {
-            owner: owner.to_vec(),
+        [kind, owner, token, wall, rest @ ..] if kind.eq_ignore_ascii_case(b"HOLD") => {
+            Apply::Hold {
+                owner: owner.to_vec(),
+                token: int(token)?,
+                expires_wall_ms: int(wall)?,
+                membership: membership(rest)?,
+            }
+        }
+        [kind, token, rest @ ..] if kind.eq_ignore_ascii_case(b"FREE") => Apply::Free {
             token: int(token)?,
-            expires_wall_ms: int(wall)?,
+            membership: membership(rest)?,
         },
-        [kind, token] if kind.eq_ignore_ascii_case(b"FREE") => Apply::Free { token: int(token)? },
         _ => return Err(LeaseError::BadEffect),
     };
     Lease::validate_effect(&eff)?;
@@ -319,8 +403,13 @@ mod tests {
             p(&["o", "100", "NX"]),
             Err(LeaseError::UnknownOption("NX".into()))
         );
+        // The first word that is no option (or a repeated one) is named.
         assert_eq!(
             p(&["o", "100", "BLOCK", "1", "x"]),
+            Err(LeaseError::UnknownOption("x".into()))
+        );
+        assert_eq!(
+            p(&["o", "100", "BLOCK", "1", "BLOCK", "2"]),
             Err(LeaseError::UnknownOption("BLOCK".into()))
         );
         assert_eq!(p(&["o", "100", "BLOCK", "x"]), Err(LeaseError::BadTimeout));
@@ -338,11 +427,24 @@ mod tests {
             Ok(Apply::Hold {
                 owner: b"o".to_vec(),
                 token: 7,
-                expires_wall_ms: 100
+                expires_wall_ms: 100,
+                membership: None,
             })
         );
-        assert_eq!(p(&["FREE", "7"]), Ok(Apply::Free { token: 7 }));
-        assert_eq!(p(&["FREE", "0"]), Ok(Apply::Free { token: 0 }));
+        assert_eq!(
+            p(&["FREE", "7"]),
+            Ok(Apply::Free {
+                token: 7,
+                membership: None
+            })
+        );
+        assert_eq!(
+            p(&["FREE", "0"]),
+            Ok(Apply::Free {
+                token: 0,
+                membership: None
+            })
+        );
         for bad in [
             &["HOLD", "", "7", "1"][..],
             &["HOLD", "o", "0", "1"],
@@ -375,7 +477,8 @@ mod tests {
             Ok(Request::Renew {
                 owner: b"o",
                 token: 1,
-                ttl_ms: 5
+                ttl_ms: 5,
+                membership: None,
             })
         );
         assert_eq!(
@@ -398,7 +501,8 @@ mod tests {
             Ok(Request::Raise {
                 owner: b"o",
                 token: 5,
-                new_token: 5
+                new_token: 5,
+                membership: None,
             })
         );
         assert_eq!(
@@ -423,5 +527,175 @@ mod tests {
             Err(LeaseError::WrongArity("lease.info"))
         );
         assert_eq!(apply_request(&v(&["FREE"]), &L), Err(LeaseError::BadEffect));
+    }
+
+    /// `MEMBERSHIP id` (quorum mode): 16 hex digits in either case, not all zero; on
+    /// ACQUIRE in any order with BLOCK but never both, on RENEW and RAISE last, on the
+    /// effects optional; every bad spelling is the one-line error, never a partial request.
+    #[test]
+    fn membership_ids_parse_strictly() {
+        let id = "0123456789abcdef";
+        assert_eq!(parse_membership(id.as_bytes()), Ok(0x0123_4567_89ab_cdef));
+        assert_eq!(
+            parse_membership(b"0123456789ABCDEF"),
+            Ok(0x0123_4567_89ab_cdef)
+        );
+        assert_eq!(parse_membership(b"ffffffffffffffff"), Ok(u64::MAX));
+        for bad in [
+            "",
+            "0123456789abcde",
+            "0123456789abcdef0",
+            "0000000000000000",
+            "0123456789abcdeg",
+            "0x23456789abcdef",
+            " 123456789abcdef",
+            "+123456789abcdef",
+            "0123456789abcd\u{e9}",
+        ] {
+            assert_eq!(
+                parse_membership(bad.as_bytes()),
+                Err(LeaseError::BadMembership),
+                "{bad:?}"
+            );
+        }
+        let v =
+            |a: &[&'static str]| -> Vec<&'static [u8]> { a.iter().map(|s| s.as_bytes()).collect() };
+        let acq = |a: &[&'static str]| acquire_request(&v(a), &L);
+        assert_eq!(
+            acq(&["o", "100", "membership", id]),
+            Ok(Request::Acquire {
+                owner: b"o",
+                ttl_ms: 100,
+                block: None,
+                membership: Some(0x0123_4567_89ab_cdef)
+            })
+        );
+        assert_eq!(
+            acq(&["o", "100", "MEMBERSHIP"]),
+            Err(LeaseError::WrongArity("lease.acquire"))
+        );
+        assert_eq!(
+            acq(&["o", "100", "MEMBERSHIP", "xyz"]),
+            Err(LeaseError::BadMembership)
+        );
+        assert_eq!(
+            acq(&["o", "100", "MEMBERSHIP", id, "MEMBERSHIP", id]),
+            Err(LeaseError::UnknownOption("MEMBERSHIP".into()))
+        );
+        for both in [
+            &["o", "100", "MEMBERSHIP", id, "BLOCK", "0"][..],
+            &["o", "100", "BLOCK", "0", "MEMBERSHIP", id],
+        ] {
+            assert_eq!(acq(both), Err(LeaseError::MembershipWithBlock), "{both:?}");
+        }
+        assert_eq!(
+            renew_request(&v(&["o", "1", "5", "MEMBERSHIP", id]), &L),
+            Ok(Request::Renew {
+                owner: b"o",
+                token: 1,
+                ttl_ms: 5,
+                membership: Some(0x0123_4567_89ab_cdef)
+            })
+        );
+        for (bad, err) in [
+            (
+                &["o", "1", "5", "MEMBERSHIP"][..],
+                LeaseError::WrongArity("lease.renew"),
+            ),
+            (
+                &["o", "1", "5", "MEMBERSHIP", "0"],
+                LeaseError::BadMembership,
+            ),
+            (
+                &["o", "1", "5", "NX", id],
+                LeaseError::UnknownOption("NX".into()),
+            ),
+            (
+                &["o", "1", "5", "MEMBERSHIP", id, "x"],
+                LeaseError::UnknownOption("MEMBERSHIP".into()),
+            ),
+        ] {
+            assert_eq!(renew_request(&v(bad), &L), Err(err), "{bad:?}");
+        }
+        assert_eq!(
+            raise_request(&v(&["o", "5", "6", "MEMBERSHIP", id]), &L),
+            Ok(Request::Raise {
+                owner: b"o",
+                token: 5,
+                new_token: 6,
+                membership: Some(0x0123_4567_89ab_cdef)
+            })
+        );
+        assert_eq!(
+            raise_request(&v(&["o", "5", "6", "MEMBERSHIP", "12"]), &L),
+            Err(LeaseError::BadMembership)
+        );
+        assert_eq!(
+            membership_request(&v(&["none", id]), &L),
+            Ok(Request::Membership {
+                old: None,
+                new: 0x0123_4567_89ab_cdef,
+                token: None
+            })
+        );
+        assert_eq!(
+            membership_request(&v(&[id, "fedcba9876543210", "token", "77"]), &L),
+            Ok(Request::Membership {
+                old: Some(0x0123_4567_89ab_cdef),
+                new: 0xfedc_ba98_7654_3210,
+                token: Some(77)
+            })
+        );
+        for (bad, err) in [
+            (
+                &[id, id, "TOKEN"][..],
+                LeaseError::WrongArity("lease.membership"),
+            ),
+            (&[id, id, "TOKEN", "0"], LeaseError::BadToken),
+            (&[id, id, "TOKEN", "9007199254740992"], LeaseError::BadToken),
+            (&[id, id, "NX", "1"], LeaseError::UnknownOption("NX".into())),
+            (
+                &[id, id, "TOKEN", "1", "x"],
+                LeaseError::UnknownOption("TOKEN".into()),
+            ),
+        ] {
+            assert_eq!(membership_request(&v(bad), &L), Err(err), "{bad:?}");
+        }
+        for bad in [&[id, "NONE"][..], &["x", id], &[id, "0000000000000000"]] {
+            assert_eq!(
+                membership_request(&v(bad), &L),
+                Err(LeaseError::BadMembership),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            membership_request(&v(&[id]), &L),
+            Err(LeaseError::WrongArity("lease.membership"))
+        );
+        let eff = |a: &[&'static str]| parse_apply(&v(a));
+        assert_eq!(
+            eff(&["FREE", "7", "MEMBERSHIP", id]),
+            Ok(Apply::Free {
+                token: 7,
+                membership: Some(0x0123_4567_89ab_cdef)
+            })
+        );
+        assert_eq!(
+            eff(&["HOLD", "o", "7", "100", "MEMBERSHIP", id]),
+            Ok(Apply::Hold {
+                owner: b"o".to_vec(),
+                token: 7,
+                expires_wall_ms: 100,
+                membership: Some(0x0123_4567_89ab_cdef)
+            })
+        );
+        for bad in [
+            &["FREE", "7", "MEMBERSHIP"][..],
+            &["FREE", "7", "MEMBERSHIP", "0000000000000000"],
+            &["FREE", "7", "X", id],
+            &["HOLD", "o", "7", "100", "MEMBERSHIP", id, "x"],
+        ] {
+            assert_eq!(eff(bad), Err(LeaseError::BadEffect), "{bad:?}");
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Every client-visible error string lives here, built by one constructor each, so a test can
 //! assert on them and a reader sees the whole error surface at once. Each starts with a code
-//! (`ERR`, `GRACE`, `FENCED`, `WRONGTYPE`) as Redis clients expect.
+//! (`ERR`, `GRACE`, `FENCED`, `MEMBERSHIP`, `WRONGTYPE`) as Redis clients expect.
 
 use std::fmt;
 
@@ -49,6 +49,17 @@ pub enum LeaseError {
     /// `LEASE.ACQUIRE` while `maxmemory-policy` (carried) may evict lease keys: an eviction
     /// is a silent forced release, so nothing is granted (issue 24).
     EvictingPolicy(String),
+    /// A `MEMBERSHIP` id that is not 16 hex digits, or is all zero (docs/quorum.md §4.1).
+    BadMembership,
+    /// `MEMBERSHIP` together with `BLOCK`: quorum electors never block (client-protocol Q2),
+    /// and a blocked retry would have to carry the id through the wait.
+    MembershipWithBlock,
+    /// `LEASE.MEMBERSHIP ... TOKEN t` on a key whose lease is live: its token cannot move
+    /// under its holder.
+    TokenOnLiveLease,
+    /// Quorum mode: the key is bound to another membership (node set) than the one the
+    /// command names; carries both ids. Nothing is granted, renewed or raised.
+    MembershipMismatch { stored: u64, sent: u64 },
 }
 
 impl fmt::Display for LeaseError {
@@ -103,6 +114,21 @@ impl fmt::Display for LeaseError {
                 f,
                 "ERR no lease is granted while maxmemory-policy is {policy}: it can evict a held lease (a silent forced release); use noeviction or a volatile-* policy"
             ),
+            LeaseError::BadMembership => write!(
+                f,
+                "ERR membership id must be 16 hex digits, not all zero"
+            ),
+            LeaseError::TokenOnLiveLease => write!(
+                f,
+                "ERR TOKEN needs a free lease: this one is live until it is released or expires"
+            ),
+            LeaseError::MembershipWithBlock => {
+                write!(f, "ERR MEMBERSHIP cannot be combined with BLOCK")
+            }
+            LeaseError::MembershipMismatch { stored, sent } => write!(
+                f,
+                "MEMBERSHIP this key is bound to membership {stored:016x}, not {sent:016x}: the electors use different node lists (change it with LEASE.MEMBERSHIP, docs/quorum.md 4.1)"
+            ),
         }
     }
 }
@@ -135,10 +161,20 @@ mod tests {
             LeaseError::TokenSpaceExhausted,
             LeaseError::ReadOnlyReplica,
             LeaseError::EvictingPolicy("allkeys-lru".into()),
+            LeaseError::BadMembership,
+            LeaseError::MembershipWithBlock,
+            LeaseError::TokenOnLiveLease,
+            LeaseError::MembershipMismatch {
+                stored: 1,
+                sent: u64::MAX,
+            },
         ];
         for e in all {
             let s = e.to_string();
             assert!(!s.contains('\n') && !s.contains('\r'), "{s}");
+            // ASCII only: Redis passes an error line through as bytes, and a client that
+            // reads it as text must not choke on it.
+            assert!(s.is_ascii(), "{s}");
             let code = s.split(' ').next().unwrap_or_default();
             assert!(
                 code.chars().all(|c| c.is_ascii_uppercase()) && !code.is_empty(),
@@ -148,5 +184,13 @@ mod tests {
         assert!(LeaseError::Grace { ms_left: 1234 }
             .to_string()
             .starts_with("GRACE 1234 ms"));
+        assert!(LeaseError::MembershipMismatch {
+            stored: 0xab,
+            sent: 0xcd
+        }
+        .to_string()
+        .starts_with(
+            "MEMBERSHIP this key is bound to membership 00000000000000ab, not 00000000000000cd:"
+        ));
     }
 }

@@ -12,6 +12,8 @@ pub enum Request<'a> {
         owner: &'a [u8],
         ttl_ms: u64,
         block: Option<u64>,
+        /// `MEMBERSHIP id` (quorum mode, docs/quorum.md §4.1); never together with `block`.
+        membership: Option<u64>,
     },
     /// A BLOCKed acquirer retried because its key was signalled ready.
     AcquireRetry { owner: &'a [u8], ttl_ms: u64 },
@@ -22,6 +24,7 @@ pub enum Request<'a> {
         owner: &'a [u8],
         token: u64,
         ttl_ms: u64,
+        membership: Option<u64>,
     },
     /// `LEASE.RAISE key owner token newtoken` (quorum mode, docs/quorum.md): the live lease
     /// held by owner+token carries `newtoken` from now on; `newtoken >= token` (parser).
@@ -29,6 +32,15 @@ pub enum Request<'a> {
         owner: &'a [u8],
         token: u64,
         new_token: u64,
+        membership: Option<u64>,
+    },
+    /// `LEASE.MEMBERSHIP key old new [TOKEN t]`: the operator's compare-and-set of the key's
+    /// quorum membership binding (`old = None`: bound to nothing, or no key yet); with
+    /// `token`, a free key's last token becomes at least `t` (docs/quorum.md §4.1).
+    Membership {
+        old: Option<u64>,
+        new: u64,
+        token: Option<u64>,
     },
     /// `LEASE.RELEASE key owner token`
     Release { owner: &'a [u8], token: u64 },

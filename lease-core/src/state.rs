@@ -37,6 +37,14 @@ pub struct Lease {
     /// Holder's owner id; empty when free (an owner is never empty, the parser refuses it).
     /// Kept inside the value's own allocation up to `OWNER_INLINE` bytes (one allocation per
     /// lease instead of two, see `owner::Owner`).
+    ///
+    /// It also holds quorum mode's membership binding (`membership()`): the id of the node
+    /// list (docs/quorum.md §4.1) this key is bound to. Like the last token it outlives
+    /// release and expiry, because the free key is exactly what an elector with another node
+    /// list could otherwise take (issue 32: X reigns on {A, C}, B is free, Y takes {B, D}).
+    /// Only a command naming a membership binds a key that has none; only `LEASE.MEMBERSHIP`
+    /// (an operator's compare-and-set) changes it. In the owner's storage, not a field of
+    /// its own: a field would move every lease to the 80-byte class (`owner.rs`).
     owner: Owner,
     /// The live token while held; the last token issued on this key while free.
     token: u64,
@@ -64,9 +72,12 @@ pub enum Apply {
         owner: Vec<u8>,
         token: u64,
         expires_wall_ms: u64,
+        /// The key's membership id (`Lease::membership`); `None` replays as none.
+        membership: Option<u64>,
     },
     Free {
         token: u64,
+        membership: Option<u64>,
     },
 }
 
@@ -171,6 +182,52 @@ impl Lease {
         self.owner.as_slice()
     }
 
+    /// The membership id this key is bound to (see the field), if any.
+    pub fn membership(&self) -> Option<u64> {
+        self.owner.membership()
+    }
+
+    /// Whether a command naming membership `sent` (`None`: no `MEMBERSHIP` option, as in
+    /// single-primary mode) may act on this key: refused only when the key is bound to
+    /// another id. Why refuse even a free key: two electors with different node lists must
+    /// not both find majorities, and the node they would share is the one whose binding
+    /// says which list it belongs to (docs/quorum.md §4.1).
+    pub fn check_membership(&self, sent: Option<u64>) -> Result<(), LeaseError> {
+        match (self.membership(), sent) {
+            (Some(stored), Some(sent)) if stored != sent => {
+                Err(LeaseError::MembershipMismatch { stored, sent })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// After a command naming `sent` succeeded: a key bound to nothing is bound to it (the
+    /// first reign under any membership, or a key from before membership ids). True if the
+    /// binding changed (the caller replicates the new state).
+    pub fn bind_membership(&mut self, sent: Option<u64>) -> bool {
+        match sent {
+            Some(m) if self.membership().is_none() && m != 0 => {
+                self.owner = self.owner.with_membership(Some(m));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// `LEASE.MEMBERSHIP key old new`: the operator's compare-and-set of the binding
+    /// (`old = None`: bound to nothing). Already `new` also answers true (a retried command).
+    /// It never touches the lease itself: a live holder under the old id keeps this node
+    /// until it expires (its renewals are refused from now on), so no second grant here can
+    /// overlap it.
+    pub fn change_membership(&mut self, old: Option<u64>, new: u64) -> bool {
+        if new != 0 && (self.membership() == old || self.membership() == Some(new)) {
+            self.owner = self.owner.with_membership(Some(new));
+            true
+        } else {
+            false
+        }
+    }
+
     /// Monotonic deadline (µs) if held; the module arms its expiry timer on it.
     pub fn deadline_mono_us(&self) -> Option<u64> {
         self.is_held().then_some(self.expires_mono_us)
@@ -188,7 +245,7 @@ impl Lease {
     /// can notify `lease.expired`, replicate a `Free` effect and wake waiters.
     pub fn expire_due(&mut self, now: Now) -> Option<u64> {
         if self.is_held() && !self.is_live(now) {
-            self.owner = Owner::EMPTY;
+            self.owner = self.owner.with_owner(&[]);
             Some(self.token)
         } else {
             None
@@ -243,7 +300,7 @@ impl Lease {
         // A lapsed holder (even the same owner) gets a new token: its old one may already be
         // known as stale to a resource that saw a successor.
         let token = self.next_token(now, floor)?;
-        self.owner = Owner::new(owner);
+        self.owner = self.owner.with_owner(owner);
         self.token = token;
         self.set_deadline(now.mono_us.saturating_add(ms_to_us(ttl_ms)));
         self.count_grant();
@@ -275,10 +332,23 @@ impl Lease {
         }
     }
 
+    /// `LEASE.MEMBERSHIP ... TOKEN t` on a free key: its last token becomes at least `t`, so
+    /// every later grant on it is above `t`. Why (docs/quorum.md §4.1): after a membership
+    /// change a reign of the new list may stand on servers that never saw the old list's
+    /// last reign (its token lives on the old majority); the operator carries the highest
+    /// token over. False (nothing changes) on a held lease: its live token cannot move.
+    pub fn raise_last_token(&mut self, t: u64) -> bool {
+        if self.is_held() || t >= TOKEN_LIMIT {
+            return false;
+        }
+        self.token = self.token.max(t);
+        true
+    }
+
     /// `LEASE.RELEASE`. The token is kept as the last issued, so the next grant is above it.
     pub fn release(&mut self, owner: &[u8], token: u64, now: Now) -> bool {
         if self.is_live(now) && self.owner.as_slice() == owner && self.token == token {
-            self.owner = Owner::EMPTY;
+            self.owner = self.owner.with_owner(&[]);
             true
         } else {
             false
@@ -302,8 +372,12 @@ impl Lease {
                 owner: self.owner.as_slice().to_vec(),
                 token: self.token,
                 expires_wall_ms,
+                membership: self.membership(),
             },
-            None => Apply::Free { token: self.token },
+            None => Apply::Free {
+                token: self.token,
+                membership: self.membership(),
+            },
         }
     }
 
@@ -334,6 +408,7 @@ impl Lease {
                 owner,
                 token,
                 expires_wall_ms,
+                membership,
             } => {
                 // A new token is a grant, except for the same holder keeping its lease with
                 // a raised token (`LEASE.RAISE`, which the primary does not count either). A
@@ -343,12 +418,13 @@ impl Lease {
                 if *token != self.token && !raised {
                     self.count_grant();
                 }
-                self.owner = Owner::new(owner);
+                // The effect carries the whole state: no id replays as none.
+                self.owner = Owner::build(owner, *membership);
                 self.token = *token;
                 self.set_deadline(Self::mono_deadline(*expires_wall_ms, now));
             }
-            Apply::Free { token } => {
-                self.owner = Owner::EMPTY;
+            Apply::Free { token, membership } => {
+                self.owner = Owner::build(&[], *membership);
                 self.token = *token;
             }
         }
@@ -357,17 +433,23 @@ impl Lease {
     /// Checks an effect's fields before it is applied (AOF and replication input is data).
     pub fn validate_effect(effect: &Apply) -> Result<(), LeaseError> {
         match effect {
-            Apply::Hold { owner, token, .. } => {
+            Apply::Hold {
+                owner,
+                token,
+                membership,
+                ..
+            } => {
                 if owner.is_empty()
                     || owner.len() > OWNER_HARD_CAP
                     || *token == 0
                     || *token >= TOKEN_LIMIT
+                    || *membership == Some(0)
                 {
                     return Err(LeaseError::BadEffect);
                 }
             }
-            Apply::Free { token } => {
-                if *token >= TOKEN_LIMIT {
+            Apply::Free { token, membership } => {
+                if *token >= TOKEN_LIMIT || *membership == Some(0) {
                     return Err(LeaseError::BadEffect);
                 }
             }
@@ -389,6 +471,7 @@ impl Lease {
             token: self.token,
             held,
             grants: self.grants(),
+            membership: self.membership(),
         }
     }
 
@@ -399,6 +482,7 @@ impl Lease {
             token: self.token,
             grants: self.grants(),
             held: self.expires_wall_ms(now).map(|w| (self.owner(), w)),
+            membership: self.membership(),
         }
     }
 
@@ -422,11 +506,11 @@ impl Lease {
     /// is enough for its holder on the assumption grace already rests on: the granting
     /// server's `lease.max-ttl` was not above this one's. Structural checks stay refusals.
     pub fn load_persisted(p: Persisted, now: Now, clamp_ms: u64) -> Option<(Lease, Option<u64>)> {
-        if p.token >= TOKEN_LIMIT {
+        if p.token >= TOKEN_LIMIT || p.membership == Some(0) {
             return None;
         }
         let mut lease = Lease {
-            owner: Owner::EMPTY,
+            owner: Owner::build(&[], p.membership),
             token: p.token,
             expires_mono_us: 0,
             // Clamped below the bookkeeping bit (only a hostile payload gets near it).
@@ -437,7 +521,7 @@ impl Lease {
             if owner.is_empty() || owner.len() > OWNER_HARD_CAP || p.token == 0 {
                 return None;
             }
-            lease.owner = Owner::new(&owner);
+            lease.owner = lease.owner.with_owner(&owner);
             let rem_ms = wall.saturating_sub(now.wall_ms);
             lease.expires_mono_us = if rem_ms > TTL_HARD_CAP_MS {
                 clamped = Some(rem_ms);

@@ -106,6 +106,9 @@ fn quorum(args: Vec<String>) -> i32 {
         eager: false,
         release_on_lost: false,
         late_all: false,
+        lists: false,
+        procedure: false,
+        no_token_floor: false,
     };
     let mut stop: Option<&'static str> = None;
     let mut args = args.into_iter();
@@ -136,12 +139,20 @@ fn quorum(args: Vec<String>) -> i32 {
                     "identity-ignored" => QControl::IdentityIgnored,
                     "owner-reuse" => QControl::OwnerReuse,
                     "reign-on-step-down-only" => QControl::ReignOnStepDownOnly,
+                    "no-membership" => QControl::NoMembership,
+                    "rebind-early" => QControl::RebindEarly,
                     other => panic!("unknown quorum control {other}"),
                 }
             }
             "--eager" => setup.eager = true,
             "--release-on-lost" => setup.release_on_lost = true,
             "--late-all" => setup.late_all = true,
+            "--lists" => setup.lists = true,
+            "--no-token-floor" => setup.no_token_floor = true,
+            "--procedure" => {
+                setup.lists = true;
+                setup.procedure = true;
+            }
             "--stop" => {
                 stop = Some(match value().as_str() {
                     "acting" => "one acting elector",

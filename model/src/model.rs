@@ -239,6 +239,7 @@ impl LeaseModel {
                 owner: &owner,
                 token,
                 ttl_ms,
+                membership: None,
             },
             Req::Release { token, .. } => Request::Release {
                 owner: &owner,
@@ -248,6 +249,7 @@ impl LeaseModel {
                 owner: &owner,
                 ttl_ms,
                 block: None,
+                membership: None,
             },
         };
         let call = Call {
@@ -663,8 +665,10 @@ impl From<&Apply> for ApplyV {
                 owner,
                 token,
                 expires_wall_ms,
+                // Single-primary mode never binds a membership (quorum mode, quorum.rs).
+                ..
             } => ApplyV::Hold(owner.clone(), *token, *expires_wall_ms),
-            Apply::Free { token } => ApplyV::Free(*token),
+            Apply::Free { token, .. } => ApplyV::Free(*token),
         }
     }
 }
@@ -676,8 +680,12 @@ impl ApplyV {
                 owner: owner.clone(),
                 token: *token,
                 expires_wall_ms: *exp,
+                membership: None,
             },
-            ApplyV::Free(token) => Apply::Free { token: *token },
+            ApplyV::Free(token) => Apply::Free {
+                token: *token,
+                membership: None,
+            },
         }
     }
 }

@@ -31,8 +31,12 @@ use crate::lease::LeaseError;
 use crate::model::{DRIFT, TTL_MS};
 use crate::run::Explain;
 
-/// Independent primaries. Three is the smallest N where a majority survives one faulty node.
+/// Independent primaries in each elector's node list. Three is the smallest N where a
+/// majority survives one faulty node.
 pub const NODES: usize = 3;
+/// Servers in the model: the three of the list, and a fourth that only the membership-change
+/// setup uses (`QSetup::lists`: elector 1's list replaces server 2 by server 3, issue 32).
+const SERVERS: usize = NODES + 1;
 /// More than half of the nodes (property 2a's yardstick).
 const MAJORITY: usize = NODES / 2 + 1;
 /// Elector clock rates (µs per tick): the two extremes the drift bound allows against the
@@ -40,7 +44,7 @@ const MAJORITY: usize = NODES / 2 + 1;
 const ELECTOR_RATES: [u64; 2] = [900, 1100];
 /// Node monotonic clock rates: two fast nodes (a fast node expires a lease early in true
 /// time, the dangerous direction) and one nominal.
-const NODE_RATES: [u64; NODES] = [1100, 1000, 1100];
+const NODE_RATES: [u64; SERVERS] = [1100, 1000, 1100, 1000];
 /// A follower whose round was not granted asks again this many ticks later.
 const POLL_TICKS: u32 = 2;
 const WALL0_MS: u64 = 1_800_000_000_000;
@@ -74,6 +78,12 @@ pub enum QControl {
     /// transport released) names the same owner, refreshes a grant that a late RELEASE of
     /// the aborted round then frees (found by this model, docs/model.md §8.4).
     ReignOnStepDownOnly,
+    /// The electors send no membership id (`QuorumControl::NoMembership`, the protocol before
+    /// Q9): with two node lists (`QSetup::lists`) they find disjoint majorities (issue 32).
+    NoMembership,
+    /// The operator rebinds the shared servers (`LEASE.MEMBERSHIP key old new`) while an
+    /// elector of the old list still runs, against docs/quorum.md §4.1's procedure.
+    RebindEarly,
 }
 
 impl QControl {
@@ -81,11 +91,13 @@ impl QControl {
         match self {
             QControl::NoUnify => QuorumControl::NoUnify,
             QControl::Minority => QuorumControl::Minority,
+            QControl::NoMembership => QuorumControl::NoMembership,
             QControl::None
             | QControl::GraceZero
             | QControl::IdentityIgnored
             | QControl::OwnerReuse
-            | QControl::ReignOnStepDownOnly => QuorumControl::Correct,
+            | QControl::ReignOnStepDownOnly
+            | QControl::RebindEarly => QuorumControl::Correct,
         }
     }
 }
@@ -140,6 +152,19 @@ pub struct QSetup {
     /// issue 23). Every abandoned request executing late multiplies the states about ×9 at
     /// horizon 2; docs/model.md §8 gives the argument why the others are not the danger.
     pub late_all: bool,
+    /// A membership change in progress (issue 32): elector 0 still uses the old list
+    /// {s0, s1, s2}, elector 1 the new one {s0, s1, s3}. At the start the key on every server
+    /// of the old list is bound to the old list's id and free (the reigns before the change;
+    /// docs/quorum.md §4.1 step 1 makes sure of it), s3 is new and empty.
+    pub lists: bool,
+    /// With `lists`: the rest of the procedure as actions. The operator may stop elector 0
+    /// (`Retire`: its task stops, it releases and runs no more), and once it is stopped
+    /// (at any time under the `RebindEarly` control) rebind s0 and s1 to the new list
+    /// (`Rebind`, through the engine's `LEASE.MEMBERSHIP`).
+    pub procedure: bool,
+    /// With `procedure`: the operator rebinds without `TOKEN` (the procedure without its
+    /// token step, a negative control of "fencing: reign tokens rise").
+    pub no_token_floor: bool,
 }
 
 pub struct QuorumModel {
@@ -159,6 +184,8 @@ enum Ans {
     /// Integer reply of RAISE / RENEW: 1 or 0.
     Yes,
     No,
+    /// `MEMBERSHIP` error: the server's key is bound to another node list (Q9).
+    WrongList,
 }
 
 /// A request as sent to one node, with the reign whose owner it names (R17: fixed at send
@@ -230,6 +257,8 @@ enum Role {
     Follower {
         next_try_ns: u64,
     },
+    /// Stopped by the operator for good (`QAction::Retire`); its late requests may still run.
+    Retired,
     Leader {
         token: u64,
         /// The token each node holds for us (all `token` unless the no-unify control).
@@ -287,7 +316,8 @@ struct QNode {
 pub struct QState {
     t: u32,
     electors: Vec<QElector>,
-    nodes: [QNode; NODES],
+    /// Indexed by server; elector i's node n is server `QuorumModel::server(i, n)`.
+    nodes: [QNode; SERVERS],
     faults_used: u8,
     /// Electors writing to the resource at this tick (bit i).
     writing: u8,
@@ -325,6 +355,10 @@ pub enum QAction {
     Swap(usize),
     /// Elector i's abandoned request `late[k]` executes on its node (the reply goes nowhere).
     DeliverLate(usize, usize),
+    /// The operator stops elector i for good (membership-change procedure).
+    Retire(usize),
+    /// The operator runs `LEASE.MEMBERSHIP key <old> <new>` on server s.
+    Rebind(usize),
 }
 
 /// Elector i's owner in reign `reign` (R17's `base#reign`, base `e{i}`), by the client's
@@ -383,7 +417,7 @@ impl QuorumModel {
             return None;
         }
         let now = self.elector_ns(i, st.t);
-        let ident = st.nodes[n].ident;
+        let ident = st.nodes[self.server(i, n)].ident;
         let e = &mut st.electors[i];
         if e.seen[n] != ident {
             e.seen[n] = ident;
@@ -391,6 +425,39 @@ impl QuorumModel {
         }
         let until = e.quarantine_ns[n];
         (now < until).then(|| (until - now).div_ceil(1_000_000))
+    }
+
+    /// The server behind elector i's node n: the lists differ in their last node only.
+    fn server(&self, i: usize, n: usize) -> usize {
+        if self.setup.lists && i == 1 && n == NODES - 1 {
+            NODES
+        } else {
+            n
+        }
+    }
+
+    /// The servers the setup uses (the fourth only with two lists).
+    fn servers(&self) -> usize {
+        if self.setup.lists {
+            SERVERS
+        } else {
+            NODES
+        }
+    }
+
+    /// The membership id elector i's list has, by the client's own function (Q9): its
+    /// servers as identities. The same for both electors unless `lists`.
+    fn membership_of(&self, i: usize) -> u64 {
+        let ids: Vec<String> = (0..NODES)
+            .map(|n| qd::tcp_identity(&format!("s{}", self.server(i, n)), 6379))
+            .collect();
+        qd::membership_id(&ids)
+    }
+
+    /// What elector i's commands carry as `MEMBERSHIP` (none under the `NoMembership`
+    /// control, as `QuorumTransport` then sends none).
+    fn sent_membership(&self, i: usize) -> Option<u64> {
+        (self.setup.control.client() != QuorumControl::NoMembership).then(|| self.membership_of(i))
     }
 
     /// `QuorumTransport::step_timeout`: each step waits at most half the op timeout, so the
@@ -432,38 +499,43 @@ impl QuorumModel {
                 self.instant(deadline_ns),
                 self.instant(self.elector_ns(i, st.t)),
             ),
-            Role::Follower { .. } => false,
+            Role::Follower { .. } | Role::Retired => false,
         }
     }
 
     fn acting(&self, st: &QState, i: usize) -> bool {
         let inside = match st.electors[i].role {
             Role::Leader { deadline_ns, .. } => self.elector_ns(i, st.t) < deadline_ns,
-            Role::Follower { .. } => false,
+            Role::Follower { .. } | Role::Retired => false,
         };
         inside || st.writing & (1 << i) != 0
     }
 
-    /// Node `n` executes one request through the engine; returns its answer.
+    /// Elector i's node `n` executes one request through the engine; returns its answer.
     fn serve(&self, st: &mut QState, n: usize, i: usize, msg: Msg) -> Option<Ans> {
+        let n = self.server(i, n);
         let now = self.node_now(n, st.t);
         let who = owner(i, msg.reign());
         let ttl_ms = TTL_MS;
+        let membership = self.sent_membership(i);
         let req = match msg {
             Msg::Acquire { .. } => Request::Acquire {
                 owner: &who,
                 ttl_ms,
                 block: None,
+                membership,
             },
             Msg::Raise { from, to, .. } => Request::Raise {
                 owner: &who,
                 token: from,
                 new_token: to,
+                membership,
             },
             Msg::Renew { token, .. } => Request::Renew {
                 owner: &who,
                 token,
                 ttl_ms,
+                membership,
             },
             Msg::Release { token, .. } => Request::Release { owner: &who, token },
         };
@@ -488,6 +560,7 @@ impl QuorumModel {
             (Reply::Int(t), Msg::Acquire { .. }) => Ans::Granted(t as u64),
             (Reply::Null, Msg::Acquire { .. }) => Ans::Busy,
             (Reply::Error(LeaseError::Grace { ms_left }), _) => Ans::Grace(ms_left),
+            (Reply::Error(LeaseError::MembershipMismatch { .. }), _) => Ans::WrongList,
             (Reply::Int(1), _) => Ans::Yes,
             (Reply::Int(0), _) => Ans::No,
             (r, m) => panic!("unexpected reply {r:?} to {m:?}"),
@@ -519,7 +592,8 @@ impl QuorumModel {
             Step::Acquire => count(|a| !matches!(a, Ans::Granted(_))) > NODES - need,
             Step::Raise { .. } => false,
             Step::Renew => {
-                count(|a| *a == Ans::Yes) >= need || count(|a| *a == Ans::No) > NODES - need
+                count(|a| *a == Ans::Yes) >= need
+                    || count(|a| matches!(a, Ans::No | Ans::WrongList)) > NODES - need
             }
         }
     }
@@ -531,6 +605,7 @@ impl QuorumModel {
                 None => None,
                 Some(Ans::Granted(t)) => Some(Ok(Some(*t))),
                 Some(Ans::Grace(ms)) => Some(Err(ErrorKind::Grace(Duration::from_millis(*ms)))),
+                Some(Ans::WrongList) => Some(Err(ErrorKind::Membership)),
                 Some(_) => Some(Ok(None)),
             })
             .collect()
@@ -543,6 +618,7 @@ impl QuorumModel {
                 None => None,
                 Some(Ans::Yes) => Some(Ok(true)),
                 Some(Ans::Grace(ms)) => Some(Err(ErrorKind::Grace(Duration::from_millis(*ms)))),
+                Some(Ans::WrongList) => Some(Err(ErrorKind::Membership)),
                 Some(_) => Some(Ok(false)),
             })
             .collect()
@@ -595,13 +671,13 @@ impl QuorumModel {
     /// naming a token below the node's last token will only ever answer 0.
     /// Without `late_all`, only abandoned RELEASEs are kept.
     fn prune_late(&self, st: &mut QState) {
-        let last: [Option<u64>; NODES] =
+        let last: [Option<u64>; SERVERS] =
             std::array::from_fn(|n| st.nodes[n].lease.as_ref().map(|l| l.last_token()));
         let all = self.setup.late_all;
-        for e in &mut st.electors {
+        for (i, e) in st.electors.iter_mut().enumerate() {
             e.late.retain(|(n, m)| {
                 (all || matches!(m, Msg::Release { .. }))
-                    && match (m.names_token(), last[usize::from(*n)]) {
+                    && match (m.names_token(), last[self.server(i, usize::from(*n))]) {
                         (Some(t), Some(l)) => t >= l,
                         _ => true,
                     }
@@ -657,7 +733,7 @@ impl QuorumModel {
                         st.electors[i].reign = self.after_released_round(st.electors[i].reign);
                     }
                     let res = match outcome {
-                        NotLeading::NotGranted => Ok(None),
+                        NotLeading::NotGranted | NotLeading::WrongMembership => Ok(None),
                         NotLeading::Error(kind) => Err(kind),
                     };
                     self.finish_acquire(st, i, res, [None; NODES], 0);
@@ -853,6 +929,7 @@ impl QuorumModel {
                     (Some(r), _) => now >= r.step_ns + self.step_ns(),
                     (None, Role::Follower { next_try_ns }) => now >= *next_try_ns,
                     (None, Role::Leader { next_renew_ns, .. }) => now >= *next_renew_ns,
+                    (None, Role::Retired) => false,
                 }
         })
     }
@@ -888,6 +965,14 @@ impl Model for QuorumModel {
             lease: None,
             ident: 0,
         };
+        // Two lists: the old list's servers hold the key free and bound to the old id.
+        let bound = |mut q: QNode| {
+            let mut l = Lease::new();
+            l.change_membership(None, self.membership_of(0));
+            q.lease = Some(l);
+            q
+        };
+        let old = |q: QNode| if self.setup.lists { bound(q) } else { q };
         vec![QState {
             t: 0,
             electors: (0..self.setup.electors)
@@ -901,7 +986,7 @@ impl Model for QuorumModel {
                     quarantine_ns: [0; NODES],
                 })
                 .collect(),
-            nodes: [n.clone(), n.clone(), n],
+            nodes: [old(n.clone()), old(n.clone()), old(n.clone()), n],
             faults_used: 0,
             writing: 0,
             res_token: 0,
@@ -943,6 +1028,10 @@ impl Model for QuorumModel {
                     out.push(QAction::Write(i));
                 }
             }
+            // The procedure stops the electors of the old list (elector 0).
+            if self.setup.procedure && i == 0 && e.role != Role::Retired {
+                out.push(QAction::Retire(i));
+            }
             for k in 0..e.late.len() {
                 // Equal requests lead to equal states: one action for each.
                 if k == 0 || e.late[k] != e.late[k - 1] {
@@ -967,7 +1056,18 @@ impl Model for QuorumModel {
                 }
             }
         }
-        for n in 0..NODES {
+        // The procedure rebinds only once every elector of the old list has stopped: retired,
+        // and its task no longer running (a write in this tick is still under way).
+        let stopped = st.electors[0].role == Role::Retired && st.writing & 1 == 0;
+        if self.setup.procedure && (stopped || self.setup.control == QControl::RebindEarly) {
+            let new = self.membership_of(1);
+            for s in 0..NODES - 1 {
+                if st.nodes[s].lease.as_ref().and_then(Lease::membership) != Some(new) {
+                    out.push(QAction::Rebind(s));
+                }
+            }
+        }
+        for n in 0..self.servers() {
             if fault && f.wipe {
                 out.push(QAction::Wipe(n));
             }
@@ -1052,6 +1152,57 @@ impl Model for QuorumModel {
                 }
             }
             QAction::StepTimeout(i, pick) => self.end_step(&mut st, i, pick),
+            QAction::Retire(i) => {
+                // Stopped: its task stops now; a leader releases on every node (fire and
+                // forget, like every release; the requests may run late or never).
+                let e = &mut st.electors[i];
+                let held = match e.role {
+                    Role::Leader { token, held, .. } => Some((token, held)),
+                    _ => None,
+                };
+                e.role = Role::Retired;
+                e.round = None;
+                for n in 0..NODES {
+                    e.abandon(n);
+                }
+                if let Some((token, held)) = held {
+                    let pairs: Vec<(usize, u64)> =
+                        (0..NODES).map(|n| (n, held[n].unwrap_or(token))).collect();
+                    Self::release(&mut st, i, &pairs);
+                }
+            }
+            QAction::Rebind(s) => {
+                // The operator reads the highest last token on the shared servers (a majority
+                // of the old list, so it meets every old reign's raise-majority) and carries
+                // it over (`TOKEN`): a new reign may stand on servers that never saw the old
+                // list's last reign. Without it the model found a new reign's token below the
+                // old one's (property "fencing: reign tokens rise").
+                let floor = (0..NODES - 1)
+                    .filter_map(|n| st.nodes[n].lease.as_ref().map(Lease::last_token))
+                    .max()
+                    .filter(|&t| t > 0 && !self.setup.no_token_floor);
+                let now = self.node_now(s, st.t);
+                let req = Request::Membership {
+                    old: Some(self.membership_of(0)),
+                    new: self.membership_of(1),
+                    token: floor,
+                };
+                let node = &mut st.nodes[s];
+                let out =
+                    engine::handle(&node.node, node.lease.as_mut(), now, Call::default(), &req);
+                if let Reply::Error(_) = out.reply {
+                    // TOKEN on a live lease: the operator waits until it has ended.
+                    return None;
+                }
+                if let Store::Create(l) = out.store {
+                    node.lease = Some(l);
+                }
+                for fx in &out.effects {
+                    if let Effect::ObserveToken(t) = fx {
+                        node.node.token_watermark = node.node.token_watermark.max(*t);
+                    }
+                }
+            }
             QAction::DeliverLate(i, k) => {
                 let (n, m) = st.electors[i].late.remove(k);
                 self.serve(&mut st, usize::from(n), i, m);
@@ -1108,8 +1259,8 @@ impl Model for QuorumModel {
             QAction::Wipe(n) => {
                 // The connections to the old process (or server) are gone, and with them
                 // the abandoned requests still on them.
-                for e in &mut st.electors {
-                    e.late.retain(|(m, _)| usize::from(*m) != n);
+                for (i, e) in st.electors.iter_mut().enumerate() {
+                    e.late.retain(|(m, _)| self.server(i, usize::from(*m)) != n);
                 }
                 st.faults_used += 1;
                 let now = self.node_now(n, st.t);
@@ -1128,8 +1279,8 @@ impl Model for QuorumModel {
             QAction::Swap(n) => {
                 // The connections to the old process (or server) are gone, and with them
                 // the abandoned requests still on them.
-                for e in &mut st.electors {
-                    e.late.retain(|(m, _)| usize::from(*m) != n);
+                for (i, e) in st.electors.iter_mut().enumerate() {
+                    e.late.retain(|(m, _)| self.server(i, usize::from(*m)) != n);
                 }
                 // The address now leads to a spare that has been up for longer than its
                 // grace: no lease, watermark 0, grace over, another identity.
@@ -1148,8 +1299,8 @@ impl Model for QuorumModel {
             QAction::Restart(n) => {
                 // The connections to the old process (or server) are gone, and with them
                 // the abandoned requests still on them.
-                for e in &mut st.electors {
-                    e.late.retain(|(m, _)| usize::from(*m) != n);
+                for (i, e) in st.electors.iter_mut().enumerate() {
+                    e.late.retain(|(m, _)| self.server(i, usize::from(*m)) != n);
                 }
                 // Saved at shutdown, loaded by the new process: the absolute expiry survives,
                 // the watermark is the loaded token, and the start grace begins.
@@ -1222,6 +1373,7 @@ fn ans_s(a: Ans) -> String {
         Ans::Grace(ms) => format!("GRACE {ms}"),
         Ans::Yes => "1".into(),
         Ans::No => "0".into(),
+        Ans::WrongList => "MEMBERSHIP (bound to the other list)".into(),
     }
 }
 
@@ -1236,8 +1388,8 @@ impl Explain for QuorumModel {
     fn summary(&self) -> String {
         let s = &self.setup;
         format!(
-            "quorum nodes={NODES} electors={} horizon={} faults={:?} control={:?} skew_ms={} eager={} release_on_lost={} late_all={}",
-            s.electors, s.horizon, s.faults, s.control, s.skew_ms, s.eager, s.release_on_lost, s.late_all
+            "quorum nodes={NODES} electors={} horizon={} faults={:?} control={:?} skew_ms={} eager={} release_on_lost={} late_all={} lists={} procedure={}",
+            s.electors, s.horizon, s.faults, s.control, s.skew_ms, s.eager, s.release_on_lost, s.late_all, s.lists, s.procedure
         )
     }
 
@@ -1262,9 +1414,10 @@ impl Explain for QuorumModel {
                         } else {
                             String::new()
                         };
+                        let s = self.server(*i, *n);
                         match ans {
-                            Some(x) => format!("n{n} runs e{i}'s {}: {}{lost}", msg_s(m), ans_s(x)),
-                            None => format!("n{n} runs e{i}'s {}", msg_s(m)),
+                            Some(x) => format!("n{s} runs e{i}'s {}: {}{lost}", msg_s(m), ans_s(x)),
+                            None => format!("n{s} runs e{i}'s {}", msg_s(m)),
                         }
                     }
                     None => format!("{a:?}"),
@@ -1273,6 +1426,7 @@ impl Explain for QuorumModel {
             QAction::DeliverLate(i, k) => {
                 let (n, m) = st.electors[*i].late[*k];
                 let ans = self.serve(&mut st.clone(), usize::from(n), *i, m);
+                let n = self.server(*i, usize::from(n));
                 match ans {
                     Some(x) => format!("LATE n{n} runs e{i}'s {}: {}", msg_s(m), ans_s(x)),
                     None => format!("LATE n{n} runs e{i}'s {}", msg_s(m)),
@@ -1285,6 +1439,7 @@ impl Explain for QuorumModel {
             let now = self.elector_ns(i, next.t) as f64 / 1e6;
             let role = match e.role {
                 Role::Follower { .. } => "follower".to_string(),
+                Role::Retired => "stopped".to_string(),
                 Role::Leader {
                     token, deadline_ns, ..
                 } => format!(
@@ -1301,7 +1456,7 @@ impl Explain for QuorumModel {
             };
             parts.push(format!("e{i}#{}@{now:.2} {role}{late}", e.reign));
         }
-        let nodes: Vec<String> = (0..NODES)
+        let nodes: Vec<String> = (0..self.servers())
             .map(|n| {
                 let now = self.node_now(n, next.t);
                 let q = &next.nodes[n];
@@ -1310,6 +1465,16 @@ impl Explain for QuorumModel {
                     None => "free".to_string(),
                 };
                 let g = q.node.grace_ms_left(now);
+                let bound = q.lease.as_ref().and_then(Lease::membership);
+                let l = if !self.setup.lists {
+                    l
+                } else if bound == Some(self.membership_of(0)) {
+                    format!("{l} [old list]")
+                } else if bound == Some(self.membership_of(1)) {
+                    format!("{l} [new list]")
+                } else {
+                    format!("{l} [unbound]")
+                };
                 // A swapped node's name gets a prime per swap: n2' is another server.
                 let name = format!("n{n}{}", "'".repeat(usize::from(q.ident)));
                 if g > 0 {

@@ -22,6 +22,9 @@ fn setup(horizon: u32, faults: QFaults, control: QControl) -> QSetup {
         eager: false,
         release_on_lost: false,
         late_all: false,
+        lists: false,
+        procedure: false,
+        no_token_floor: false,
     }
 }
 
@@ -197,6 +200,59 @@ fn quorum_control_owner_reuse_late_release_breaks_exclusivity() {
 fn quorum_control_reign_on_step_down_only_breaks_exclusivity() {
     breaks(
         setup(2, QFaults::NONE, QControl::ReignOnStepDownOnly),
+        ONE_ACTING,
+    );
+}
+
+/// Issue 32 item 1, two node lists at once: elector 0 still on {s0, s1, s2}, elector 1
+/// already on {s0, s1, s3}; the key on the old list's servers is bound to the old list's
+/// membership id (Q9). Elector 1 is refused on s0 and s1 and never gets a majority; no
+/// overlap.
+#[test]
+fn quorum_holds_with_two_node_lists() {
+    let r = holds(QSetup {
+        lists: true,
+        ..setup(2, QFaults::NONE, QControl::None)
+    });
+    assert!(r.unreached.iter().all(|p| *p != "a reign acts"), "{r}");
+}
+
+/// Negative control (issue 32 item 1): without the membership id, elector 0 reigns on
+/// {s0, s2} and elector 1 on {s1, s3} at once (the counterexample is in docs/model.md §8).
+#[test]
+fn quorum_control_no_membership_breaks_exclusivity() {
+    breaks(
+        QSetup {
+            lists: true,
+            ..setup(2, QFaults::NONE, QControl::NoMembership)
+        },
+        ONE_ACTING,
+    );
+}
+
+/// The procedure of docs/quorum.md §4.1 as actions (stop elector 0, then rebind s0 and s1
+/// with `LEASE.MEMBERSHIP key old new TOKEN t`): holds. Horizon 2 here (about 4 s); horizon
+/// 3, where a new-list reign acts after the rebind, runs in `scripts/model`.
+#[test]
+fn quorum_holds_across_the_membership_change_procedure() {
+    holds(QSetup {
+        lists: true,
+        procedure: true,
+        ..setup(2, QFaults::NONE, QControl::None)
+    });
+}
+
+/// Negative control: rebinding the shared servers while an elector of the old list still
+/// runs (against step 2 of the procedure) lets the new list reign on a rebound server and
+/// the new one while the old list's reign still acts.
+#[test]
+fn quorum_control_rebind_early_breaks_exclusivity() {
+    breaks(
+        QSetup {
+            lists: true,
+            procedure: true,
+            ..setup(2, QFaults::NONE, QControl::RebindEarly)
+        },
         ONE_ACTING,
     );
 }

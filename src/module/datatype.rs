@@ -1,12 +1,14 @@
 //! The module's own data type: one key per lease, no native Redis TTL (a wall-clock jump
 //! must not delete a live lease, and a free lease keeps its token history).
 //!
-//! Encoding version 2 (written by this build; RDB, the RDB preamble of an AOF rewrite, DUMP)
-//! and version 1 (written by builds before it; still loaded, never written): the byte layout
+//! Encoding version 3 (written by this build; RDB, the RDB preamble of an AOF rewrite, DUMP:
+//! version 2 plus the quorum-mode membership id) and versions 2 and 1 (written by builds
+//! before it; still loaded, never written): the byte layout
 //! and the pure codec are lease-core/src/rdb.rs, the only place the layout is written down.
 //! Why v2: five module field calls per key cost about 1.8x the instructions of a `SET PX`
 //! key per save; one buffer call is the floor the module API allows (docs/scale.md §5).
-//! A build that knows only v1 refuses a v2 value (docs/operations.md: upgrade replicas first).
+//! A build that knows only v1 (v2) refuses a v2 (v3) value (docs/operations.md: upgrade
+//! replicas first).
 //!
 //! The loader refuses any other version and anything a healthy save cannot produce
 //! (returns NULL, so `RESTORE` answers "Bad data format" and the server stays up). An expiry
@@ -15,7 +17,7 @@
 //! or mistyped payload is an IO error we check, not a server panic.
 
 use crate::lease::owner::OWNER_HARD_CAP;
-use crate::lease::rdb::{encode_v2, PersistedSource};
+use crate::lease::rdb::{encode_v3, PersistedSource};
 use crate::lease::{Lease, Persisted};
 use crate::module::guard::guard;
 use crate::module::{ffi, node};
@@ -24,7 +26,8 @@ use redis_module::raw;
 use std::os::raw::{c_int, c_void};
 
 /// Bump on any change of the encoding above, and keep loading the old versions.
-pub const TYPE_VERSION: i32 = 2;
+/// 3: the quorum-mode membership id (issue 32).
+pub const TYPE_VERSION: i32 = 3;
 
 pub static LEASE_TYPE: RedisType = RedisType::new(
     "leasetype",
@@ -68,7 +71,7 @@ unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, value: *mut c_void) {
     let Some(lease) = (unsafe { lease_ref(value) }) else {
         return;
     };
-    // Encoding version 2, written from the value itself into one buffer reused for every key
+    // Encoding version 3, written from the value itself into one buffer reused for every key
     // (no owner copy and no allocation per key: issue 16, a save of 1M leases).
     // `tests/compat.rs` pins the bytes.
     thread_local! {
@@ -80,12 +83,12 @@ unsafe extern "C" fn rdb_save(io: *mut raw::RedisModuleIO, value: *mut c_void) {
             // is correct, only slower.
             match scratch.try_borrow_mut() {
                 Ok(mut buf) => {
-                    encode_v2(lease.saved(ffi::now()), &mut buf);
+                    encode_v3(lease.saved(ffi::now()), &mut buf);
                     raw::save_slice(io, &buf);
                 }
                 Err(_) => {
                     let mut buf = Vec::new();
-                    encode_v2(lease.saved(ffi::now()), &mut buf);
+                    encode_v3(lease.saved(ffi::now()), &mut buf);
                     raw::save_slice(io, &buf);
                 }
             }
@@ -113,10 +116,14 @@ fn load_v1(io: *mut raw::RedisModuleIO) -> Option<Lease> {
     to_lease(io, p)
 }
 
-fn load_v2(io: *mut raw::RedisModuleIO) -> Option<Lease> {
-    // Decoded in place from Redis' buffer (freed when `buf` drops): only the owner is copied.
+/// Versions 2 and 3 (3 = 2 + the membership id). Decoded in place from Redis' buffer
+/// (freed when `buf` drops): only the owner is copied.
+fn load_buffer(
+    io: *mut raw::RedisModuleIO,
+    decode: fn(&[u8]) -> Option<Persisted>,
+) -> Option<Lease> {
     let buf = raw::load_string_buffer(io).ok()?;
-    let p = Persisted::decode_v2(buf.as_ref())?;
+    let p = decode(buf.as_ref())?;
     to_lease(io, p)
 }
 
@@ -159,7 +166,8 @@ unsafe extern "C" fn rdb_load(io: *mut raw::RedisModuleIO, encver: c_int) -> *mu
     guard(std::ptr::null_mut(), || {
         let loaded = match encver {
             1 => load_v1(io),
-            2 => load_v2(io),
+            2 => load_buffer(io, Persisted::decode_v2),
+            3 => load_buffer(io, Persisted::decode_v3),
             // A newer (or corrupt) encoding: refuse rather than guess (NULL makes RESTORE
             // answer "Bad data format" and an RDB load fail cleanly).
             _ => None,
@@ -200,7 +208,8 @@ unsafe extern "C" fn mem_usage(value: *const c_void) -> usize {
     unsafe { lease_ref(value) }.map_or(0, Lease::mem_usage)
 }
 
-/// Digest of what replicas must agree on: owner and token (held or last issued). The expiry
+/// Digest of what replicas must agree on: owner, token (held or last issued) and the
+/// membership binding. The expiry
 /// is left out on purpose: each node holds it as its own monotonic deadline, so two
 /// healthy nodes would differ in it by the replication delay.
 unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void) {
@@ -226,6 +235,10 @@ unsafe extern "C" fn digest(md: *mut raw::RedisModuleDigest, value: *mut c_void)
         add_ll(md, lease.last_token() as i64);
         add_ll(md, i64::from(lease.is_held()));
         add_buf(md, owner.as_ptr().cast(), owner.len());
+        if let Some(m) = lease.membership() {
+            // Only when bound, so a value without one digests as before.
+            add_ll(md, m as i64);
+        }
         end(md);
     }
 }

@@ -60,6 +60,16 @@ pub fn string(ctx: *mut raw::RedisModuleCtx, bytes: &[u8]) -> redis_module::Redi
 
 /// Decimal digits of `v`, written into `buf` (no allocation): the same bytes Redis writes
 /// for an integer argument. Two digits per step (half the divisions of the plain loop).
+/// A membership id as the wire spells it: 16 lower-case hex digits.
+pub fn membership_hex(m: u64) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        let nibble = (m >> (60 - 4 * i)) & 0xf;
+        *b = b"0123456789abcdef"[nibble as usize];
+    }
+    out
+}
+
 fn decimal(v: u64, buf: &mut [u8; 20]) -> &[u8] {
     const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 2021222324252627282930313233343536373839\
@@ -205,10 +215,66 @@ macro_rules! call_with_effect {
         // RedisModuleString* (valid: the command's arguments, alive during the command, or a
         // kept word), c = C string, b = (char*, size_t). Tokens < 2^53 and wall ms fit u64.
         match $eff {
+            // Quorum mode's binding (docs/quorum.md §4.1): `... MEMBERSHIP id` at the end,
+            // every word built here. Not the hot path the kept strings serve (single-primary
+            // mode never binds a key), so one fixed format per effect is enough.
             Apply::Hold {
                 owner,
                 token,
                 expires_wall_ms,
+                membership: Some(m),
+            } => {
+                let mut eb = [0u8; 20];
+                let exp = decimal(*expires_wall_ms, &mut eb);
+                let tok = decimal(*token, &mut tb);
+                let hex = membership_hex(*m);
+                // SAFETY: format letters match the arguments (see above).
+                unsafe {
+                    $f(
+                        $target,
+                        name,
+                        c"scbbbcb".as_ptr(),
+                        $key,
+                        c"HOLD".as_ptr(),
+                        owner.as_ptr().cast::<c_char>(),
+                        owner.len(),
+                        tok.as_ptr().cast::<c_char>(),
+                        tok.len(),
+                        exp.as_ptr().cast::<c_char>(),
+                        exp.len(),
+                        c"MEMBERSHIP".as_ptr(),
+                        hex.as_ptr().cast::<c_char>(),
+                        hex.len(),
+                    )
+                };
+            }
+            Apply::Free {
+                token,
+                membership: Some(m),
+            } => {
+                let tok = decimal(*token, &mut tb);
+                let hex = membership_hex(*m);
+                // SAFETY: format letters match the arguments (see above).
+                unsafe {
+                    $f(
+                        $target,
+                        name,
+                        c"scbcb".as_ptr(),
+                        $key,
+                        c"FREE".as_ptr(),
+                        tok.as_ptr().cast::<c_char>(),
+                        tok.len(),
+                        c"MEMBERSHIP".as_ptr(),
+                        hex.as_ptr().cast::<c_char>(),
+                        hex.len(),
+                    )
+                };
+            }
+            Apply::Hold {
+                owner,
+                token,
+                expires_wall_ms,
+                membership: None,
             } => {
                 let (op, ol) = (owner.as_ptr().cast::<c_char>(), owner.len());
                 let word = if $words {
@@ -308,7 +374,10 @@ macro_rules! call_with_effect {
                     },
                 }
             }
-            Apply::Free { token } => {
+            Apply::Free {
+                token,
+                membership: None,
+            } => {
                 let word = if $words {
                     effect_word(&FREE_WORD, b"FREE")
                 } else {

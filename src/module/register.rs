@@ -22,6 +22,7 @@ const ENTRIES: [CmdFn; COUNT] = [
     command::<5>,
     command::<6>,
     command::<7>,
+    command::<8>,
 ];
 
 /// Creates the commands (fails the module load if Redis refuses one), then their metadata

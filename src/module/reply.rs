@@ -36,8 +36,10 @@ pub fn reply(ctx: &Context, r: Reply) -> c_int {
             holder,
             last_token,
             grants,
+            membership,
         } => {
             let h = holder.as_ref();
+            let hex = membership.map(crate::module::ffi::membership_hex);
             reply_fields(
                 ctx,
                 &[
@@ -47,6 +49,11 @@ pub fn reply(ctx: &Context, r: Reply) -> c_int {
                     ("pttl", h.map_or(Field::Nil, |h| Field::Int(h.2 as i64))),
                     ("last_token", Field::Int(last_token as i64)),
                     ("grants", Field::Int(grants as i64)),
+                    // Last, so readers of the older fields by position are unaffected.
+                    (
+                        "membership",
+                        hex.as_ref().map_or(Field::Nil, |h| Field::Bytes(h)),
+                    ),
                 ],
                 false,
             );

@@ -39,6 +39,12 @@ const KEY: ArgDoc = a(c"key", ArgKind::Key);
 const OWNER: ArgDoc = a(c"owner", ArgKind::Str);
 const TTL: ArgDoc = a(c"ttl", ArgKind::Int);
 const TOKEN: ArgDoc = a(c"token", ArgKind::Int);
+/// Quorum mode's `MEMBERSHIP id` (docs/quorum.md §4.1): 16 hex digits.
+const MEMBERSHIP: ArgDoc = ArgDoc {
+    token: Some(c"MEMBERSHIP"),
+    optional: true,
+    ..a(c"id", ArgKind::Str)
+};
 
 pub struct Command {
     /// Lower case, as Redis reports it and as arity errors name it.
@@ -82,7 +88,7 @@ impl Command {
 }
 
 /// Rows in the table (`register::ENTRIES` has one entry point per row, checked by type).
-pub const COUNT: usize = 8;
+pub const COUNT: usize = 9;
 
 pub static COMMANDS: [Command; COUNT] = [
     Command {
@@ -103,6 +109,7 @@ pub static COMMANDS: [Command; COUNT] = [
                 optional: true,
                 ..a(c"timeout", ArgKind::Int)
             },
+            MEMBERSHIP,
         ],
         parse: args::acquire_request,
         acl_categories: c"write slow blocking",
@@ -117,10 +124,10 @@ pub static COMMANDS: [Command; COUNT] = [
         first_key: 1,
         last_key: 1,
         key_step: 1,
-        arity: 5,
+        arity: -5,
         write: true,
         summary: c"Extends the live lease held by owner+token to now+ttl; 1 renewed, 0 not held.",
-        args: &[KEY, OWNER, TOKEN, TTL],
+        args: &[KEY, OWNER, TOKEN, TTL, MEMBERSHIP],
         parse: args::renew_request,
         acl_categories: c"write fast",
         acl_lease: true,
@@ -199,14 +206,40 @@ pub static COMMANDS: [Command; COUNT] = [
         first_key: 1,
         last_key: 1,
         key_step: 1,
-        arity: 5,
+        arity: -5,
         write: true,
         summary: c"Quorum mode: the live lease held by owner+token takes newtoken (>= token) as its token; 1 raised, 0 not held.",
-        args: &[KEY, OWNER, TOKEN, a(c"newtoken", ArgKind::Int)],
+        args: &[KEY, OWNER, TOKEN, a(c"newtoken", ArgKind::Int), MEMBERSHIP],
         parse: args::raise_request,
         // Like RENEW: O(1), never blocks; a client command (quorum electors call it).
         acl_categories: c"write fast",
         acl_lease: true,
+    },
+    Command {
+        name: "lease.membership",
+        flags: "write deny-oom",
+        first_key: 1,
+        last_key: 1,
+        key_step: 1,
+        arity: -4,
+        write: true,
+        summary: c"Quorum mode, operator step of a membership change: binds the key to membership new if it is bound to old (NONE: to nothing); with TOKEN, a free key's last token becomes at least t; 1 done, 0 bound to another.",
+        args: &[
+            KEY,
+            a(c"old", ArgKind::Str),
+            a(c"new", ArgKind::Str),
+            ArgDoc {
+                token: Some(c"TOKEN"),
+                optional: true,
+                ..a(c"t", ArgKind::Int)
+            },
+        ],
+        parse: args::membership_request,
+        // An operator's command, not an elector's: `admin`, and outside `@lease` (the
+        // electors' ACL grant), so an elector cannot rebind the key it campaigns for. Not
+        // `dangerous`: it cannot end a live lease or grant one (engine/membership.rs).
+        acl_categories: c"write slow admin",
+        acl_lease: false,
     },
     // The shortest effect is `FREE token`: 4 arguments with the command name and key.
     Command {
@@ -217,7 +250,7 @@ pub static COMMANDS: [Command; COUNT] = [
         key_step: 1,
         arity: -4,
         write: true,
-        summary: c"Internal: a replicated effect (HOLD owner token expires_wall_ms | FREE token); refused from clients.",
+        summary: c"Internal: a replicated effect (HOLD owner token expires_wall_ms | FREE token, then optionally MEMBERSHIP id); refused from clients.",
         args: &[
             KEY,
             ArgDoc {
@@ -252,6 +285,7 @@ mod tests {
             &[],
             &[],
             &["o", "1", "2"],
+            &["NONE", "0123456789abcdef"],
             &["FREE", "1"],
         ];
         for (i, c) in COMMANDS.iter().enumerate() {
@@ -274,6 +308,7 @@ mod tests {
                 "lease.get",
                 "lease.info",
                 "lease.raise",
+                "lease.membership",
                 "lease.apply"
             ]
         );

@@ -17,10 +17,14 @@ pub(super) fn acquire(
     owner: &[u8],
     ttl_ms: u64,
     block: Option<u64>,
+    membership: Option<u64>,
 ) -> Outcome {
     // MULTI, Lua and functions cannot block: BLOCK then behaves like a zero wait.
     let will_block = block.is_some() && call.can_block;
-    let (out, store) = match try_acquire(node, lease, now, owner, ttl_ms, will_block, &mut fx) {
+    let tried = try_acquire(
+        node, lease, now, owner, ttl_ms, will_block, membership, &mut fx,
+    );
+    let (out, store) = match tried {
         Ok(x) => x,
         Err(e) => return Outcome::new(fx, Reply::Error(e)),
     };
@@ -58,7 +62,11 @@ pub(super) fn acquire(
 }
 
 /// Shared by `Acquire` and `AcquireRetry`. `keep_key` creates the key of a free lease when
-/// absent, because Redis only wakes clients blocked on keys that exist.
+/// absent, because Redis only wakes clients blocked on keys that exist. `membership`
+/// (quorum mode): a key bound to another id refuses before anything else happens, and a
+/// grant or refresh binds a key bound to nothing (docs/quorum.md §4.1).
+// The engine's inputs plus the request's fields, spelled out as every handler takes them.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn try_acquire(
     node: &Node,
     lease: Option<&mut Lease>,
@@ -66,14 +74,24 @@ pub(super) fn try_acquire(
     owner: &[u8],
     ttl_ms: u64,
     keep_key: bool,
+    membership: Option<u64>,
     fx: &mut Vec<Effect>,
 ) -> Result<(Acquire, Store), LeaseError> {
     let grace = node.grace_ms_left(now);
     let (out, store) = match lease {
         Some(lease) => {
+            // SAFETY (issue 32): checked even when the key is free. An elector with another
+            // node list would find the node free exactly where it is the one node two
+            // majorities of different lists must share; the binding is what keeps the two
+            // lists apart. Checked first: a refused request changes nothing.
+            if let Err(e) = lease.check_membership(membership) {
+                fx.push(Effect::Count(Counter::MembershipRejected));
+                return Err(e);
+            }
             expire_lazily(lease, now, fx);
             let out = lease.acquire(owner, ttl_ms, now, grace, node.token_floor())?;
             if matches!(out, Acquire::Granted { .. } | Acquire::Refreshed { .. }) {
+                lease.bind_membership(membership);
                 held(lease, now, fx);
             }
             (out, Store::Keep)
@@ -81,6 +99,9 @@ pub(super) fn try_acquire(
         None => {
             let mut lease = Lease::new();
             let out = lease.acquire(owner, ttl_ms, now, grace, node.token_floor())?;
+            if matches!(out, Acquire::Granted { .. }) {
+                lease.bind_membership(membership);
+            }
             if matches!(out, Acquire::Granted { .. }) || keep_key {
                 held(&mut lease, now, fx);
                 (out, Store::Create(lease))

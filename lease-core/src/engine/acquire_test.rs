@@ -12,6 +12,7 @@ fn acq(owner: &str, ttl: u64) -> Request<'_> {
         owner: owner.as_bytes(),
         ttl_ms: ttl,
         block: None,
+        membership: None,
     }
 }
 
@@ -28,7 +29,8 @@ fn grant_on_a_missing_key_creates_it_and_tells_everyone() {
             Replicate(Apply::Hold {
                 owner: b"a".to_vec(),
                 token,
-                expires_wall_ms: WALL0 + 100
+                expires_wall_ms: WALL0 + 100,
+                membership: None,
             }),
             ArmTimer {
                 deadline_mono_us: deadline(0, 100)
@@ -58,6 +60,7 @@ fn table() {
                     owner: b"a".to_vec(),
                     token: t1,
                     expires_wall_ms: WALL0 + 120,
+                    membership: None,
                 }),
                 ArmTimer {
                     deadline_mono_us: deadline(20, 100),
@@ -81,13 +84,17 @@ fn table() {
             Reply::Int((WALL0 + 100) as i64 * 1000),
             vec![
                 Count(Expired),
-                Replicate(Apply::Free { token: t1 }),
+                Replicate(Apply::Free {
+                    token: t1,
+                    membership: None,
+                }),
                 Notify(Event::Expired),
                 WakeWaiters,
                 Replicate(Apply::Hold {
                     owner: b"b".to_vec(),
                     token: (WALL0 + 100) * 1000,
                     expires_wall_ms: WALL0 + 200,
+                    membership: None,
                 }),
                 ArmTimer {
                     deadline_mono_us: deadline(100, 100),
@@ -132,6 +139,7 @@ fn exhausted_token_space_is_an_error_and_stores_nothing() {
             token: TOKEN_LIMIT - 1,
             held: None,
             grants: 0,
+            membership: None,
         },
         at(0),
     );

@@ -17,7 +17,7 @@ pub(super) fn apply(
         return Outcome::new(fx, Reply::Error(LeaseError::ForgedEffect));
     }
     fx.push(Effect::ObserveToken(match eff {
-        Apply::Hold { token, .. } | Apply::Free { token } => *token,
+        Apply::Hold { token, .. } | Apply::Free { token, .. } => *token,
     }));
     let store = match lease {
         Some(lease) => {

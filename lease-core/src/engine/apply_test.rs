@@ -11,6 +11,7 @@ fn hold(token: u64) -> Request<'static> {
         owner: b"p".to_vec(),
         token,
         expires_wall_ms: WALL0 + 500,
+        membership: None,
     })
 }
 
@@ -41,7 +42,10 @@ fn table() {
     );
 
     // AOF loading: applied, not propagated again.
-    let free = Request::Apply(Apply::Free { token: 7 });
+    let free = Request::Apply(Apply::Free {
+        token: 7,
+        membership: None,
+    });
     let (reply, lease, fx) = run(&node(), Some(lease), at(0), aof, free);
     assert_eq!((reply, fx), (Reply::Ok, vec![ObserveToken(7)]));
     assert!(lease.is_some_and(|l| !l.is_held() && l.last_token() == 7));

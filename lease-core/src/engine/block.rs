@@ -22,7 +22,8 @@ pub(super) fn acquire_retry(
     if !call.replicas_ok {
         return Outcome::new(fx, Reply::Error(LeaseError::NoReplicas));
     }
-    match try_acquire(node, lease, now, owner, ttl_ms, false, &mut fx) {
+    // No membership: BLOCK and MEMBERSHIP are never combined (the parser refuses it).
+    match try_acquire(node, lease, now, owner, ttl_ms, false, None, &mut fx) {
         Ok((Acquire::Granted { token } | Acquire::Refreshed { token }, store)) => Outcome {
             reply: Reply::Int(token as i64),
             store,

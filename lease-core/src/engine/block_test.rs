@@ -11,6 +11,7 @@ fn acq_block(owner: &str, timeout: u64) -> Request<'_> {
         owner: owner.as_bytes(),
         ttl_ms: 100,
         block: Some(timeout),
+        membership: None,
     }
 }
 
@@ -54,7 +55,10 @@ fn in_grace_a_missing_key_is_created_free_so_redis_can_wake_the_waiter() {
     assert_eq!(
         out.effects,
         vec![
-            Replicate(Apply::Free { token: 0 }),
+            Replicate(Apply::Free {
+                token: 0,
+                membership: None
+            }),
             Block {
                 owner: b"b".to_vec(),
                 ttl_ms: 100,
@@ -109,6 +113,7 @@ fn retry_table() {
                 Count(Expired),
                 Replicate(Apply::Free {
                     token: WALL0 * 1000,
+                    membership: None,
                 }),
                 Notify(Event::Expired),
                 WakeWaiters,
@@ -116,6 +121,7 @@ fn retry_table() {
                     owner: b"b".to_vec(),
                     token: granted,
                     expires_wall_ms: WALL0 + 200,
+                    membership: None,
                 }),
                 ArmTimer {
                     deadline_mono_us: deadline(100, 100),

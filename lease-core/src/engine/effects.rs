@@ -36,10 +36,12 @@ pub enum Counter {
     FenceOk,
     FenceRejected,
     BlockTimeouts,
+    /// ACQUIRE, RENEW or RAISE refused because the key is bound to another membership.
+    MembershipRejected,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 12] = [
+    pub const ALL: [Counter; 13] = [
         Counter::Acquired,
         Counter::Refreshed,
         Counter::Contended,
@@ -52,6 +54,7 @@ impl Counter {
         Counter::FenceOk,
         Counter::FenceRejected,
         Counter::BlockTimeouts,
+        Counter::MembershipRejected,
     ];
 
     /// Field name in `INFO lease` (after the `lease_` prefix).
@@ -69,6 +72,7 @@ impl Counter {
             Counter::FenceOk => "fence_ok",
             Counter::FenceRejected => "fence_rejected",
             Counter::BlockTimeouts => "block_timeouts",
+            Counter::MembershipRejected => "membership_rejected",
         }
     }
 }
@@ -129,6 +133,8 @@ pub enum Reply {
         holder: Option<(Vec<u8>, u64, u64)>,
         last_token: u64,
         grants: u64,
+        /// The key's quorum membership binding (`LEASE.MEMBERSHIP`), if any.
+        membership: Option<u64>,
     },
     /// The client was blocked (see `Effect::Block`): it is answered later.
     Blocked,
@@ -172,7 +178,10 @@ pub(super) fn expire_lazily(lease: &mut Lease, now: Now, fx: &mut Vec<Effect>) -
     match lease.expire_due(now) {
         Some(token) => {
             fx.push(Effect::Count(Counter::Expired));
-            fx.push(Effect::Replicate(Apply::Free { token }));
+            fx.push(Effect::Replicate(Apply::Free {
+                token,
+                membership: lease.membership(),
+            }));
             fx.push(Effect::Notify(Event::Expired));
             fx.push(Effect::WakeWaiters);
             true

@@ -19,7 +19,10 @@ fn expire_table() {
             100,
             vec![
                 Count(Expired),
-                Replicate(Apply::Free { token: t }),
+                Replicate(Apply::Free {
+                    token: t,
+                    membership: None,
+                }),
                 Notify(Event::Expired),
                 WakeWaiters,
             ],
@@ -87,6 +90,7 @@ fn migrated_lease_is_held_at_least_the_floor() {
                 owner: b"a".to_vec(),
                 token: t,
                 expires_wall_ms: WALL0 + 1010,
+                membership: None,
             }),
             ArmTimer {
                 deadline_mono_us: deadline(10, 1000)

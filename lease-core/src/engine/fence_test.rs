@@ -56,7 +56,10 @@ fn table() {
             Reply::Error(LeaseError::Fenced),
             vec![
                 Count(Expired),
-                Replicate(Apply::Free { token: t }),
+                Replicate(Apply::Free {
+                    token: t,
+                    membership: None,
+                }),
                 Notify(Event::Expired),
                 WakeWaiters,
                 Count(FenceRejected),

@@ -17,6 +17,7 @@ fn acq(owner: &str, block: Option<u64>) -> Request<'_> {
         owner: owner.as_bytes(),
         ttl_ms: 100,
         block,
+        membership: None,
     }
 }
 
@@ -68,6 +69,7 @@ fn table() {
                     owner: b"a".to_vec(),
                     token: t,
                     expires_wall_ms: WALL0 + 400,
+                    membership: None,
                 }),
                 ArmTimer {
                     deadline_mono_us: deadline(300, 100),
@@ -93,6 +95,7 @@ fn table() {
                 owner: b"a",
                 token: t,
                 ttl_ms: 100,
+                membership: None,
             },
             Reply::Int(1),
             vec![
@@ -100,6 +103,7 @@ fn table() {
                     owner: b"a".to_vec(),
                     token: t,
                     expires_wall_ms: WALL0 + 400,
+                    membership: None,
                 }),
                 ArmTimer {
                     deadline_mono_us: deadline(300, 100),
@@ -170,6 +174,7 @@ fn promotion() {
         owner: b"a",
         token: t,
         ttl_ms: 800,
+        membership: None,
     };
     let (reply, _, _) = run(&promoted, Some(held.clone()), at(150), client(), renew);
     assert_eq!(reply, Reply::Int(1));

@@ -23,6 +23,7 @@ mod block;
 mod effects;
 mod expire;
 mod fence;
+mod membership;
 mod raise;
 mod read;
 mod release;
@@ -40,6 +41,8 @@ mod expire_test;
 mod fence_test;
 #[cfg(test)]
 mod grace_test;
+#[cfg(test)]
+mod membership_test;
 #[cfg(test)]
 mod raise_test;
 #[cfg(test)]
@@ -85,7 +88,8 @@ pub fn handle_with(
             owner,
             ttl_ms,
             block,
-        } => acquire::acquire(fx, node, lease, now, call, owner, ttl_ms, block),
+            membership,
+        } => acquire::acquire(fx, node, lease, now, call, owner, ttl_ms, block, membership),
         Request::AcquireRetry { owner, ttl_ms } => {
             block::acquire_retry(fx, node, lease, now, call, owner, ttl_ms)
         }
@@ -94,12 +98,17 @@ pub fn handle_with(
             owner,
             token,
             ttl_ms,
-        } => renew::renew(fx, lease, now, owner, token, ttl_ms),
+            membership,
+        } => renew::renew(fx, lease, now, owner, token, ttl_ms, membership),
         Request::Raise {
             owner,
             token,
             new_token,
-        } => raise::raise(fx, lease, now, owner, token, new_token),
+            membership,
+        } => raise::raise(fx, lease, now, owner, token, new_token, membership),
+        Request::Membership { old, new, token } => {
+            membership::change(fx, lease, now, old, new, token)
+        }
         Request::Release { owner, token } => release::release(fx, lease, now, owner, token),
         Request::Fence {
             token,

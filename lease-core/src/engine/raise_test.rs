@@ -11,6 +11,7 @@ fn raise(owner: &str, token: u64, new_token: u64) -> Request<'_> {
         owner: owner.as_bytes(),
         token,
         new_token,
+        membership: None,
     }
 }
 
@@ -32,6 +33,7 @@ fn table() {
                     owner: b"a".to_vec(),
                     token: t + 500,
                     expires_wall_ms: WALL0 + 100,
+                    membership: None,
                 }),
                 ObserveToken(t + 500),
             ],
@@ -48,6 +50,7 @@ fn table() {
                     owner: b"a".to_vec(),
                     token: t,
                     expires_wall_ms: WALL0 + 100,
+                    membership: None,
                 }),
                 ObserveToken(t),
             ],
@@ -79,7 +82,7 @@ fn table() {
             Reply::Int(0),
             vec![
                 Count(Expired),
-                Replicate(Apply::Free { token: t }),
+                Replicate(Apply::Free { token: t, membership: None }),
                 Notify(Event::Expired),
                 WakeWaiters,
             ],
@@ -124,6 +127,7 @@ fn next_grant_is_above_the_raised_token() {
             owner: b"b",
             ttl_ms: 100,
             block: None,
+            membership: None,
         },
     );
     assert_eq!(reply, Reply::Int(high as i64 + 1));

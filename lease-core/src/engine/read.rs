@@ -25,6 +25,7 @@ pub(super) fn info(fx: Vec<Effect>, lease: Option<&mut Lease>, now: Now) -> Outc
                 .map(|h| (h.owner.to_vec(), h.token, h.pttl_ms)),
             last_token: l.last_token(),
             grants: l.grants(),
+            membership: l.membership(),
         },
         None => Reply::Null,
     };

@@ -31,7 +31,8 @@ fn table() {
         Reply::Info {
             holder: Some((b"a".to_vec(), t, 60)),
             last_token: t,
-            grants: 1
+            grants: 1,
+            membership: None
         }
     );
     assert!(fx.is_empty());
@@ -41,7 +42,8 @@ fn table() {
         Reply::Info {
             holder: None,
             last_token: t,
-            grants: 1
+            grants: 1,
+            membership: None
         }
     );
     let (reply, _, _) = run(&n, None, at(0), client(), Request::Info);

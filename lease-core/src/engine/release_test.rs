@@ -22,7 +22,10 @@ fn table() {
             rel("a", t),
             Reply::Int(1),
             vec![
-                Replicate(Apply::Free { token: t }),
+                Replicate(Apply::Free {
+                    token: t,
+                    membership: None,
+                }),
                 Notify(Event::Released),
                 WakeWaiters,
                 Count(Released),
@@ -60,7 +63,10 @@ fn table() {
             Reply::Int(0),
             vec![
                 Count(Expired),
-                Replicate(Apply::Free { token: t }),
+                Replicate(Apply::Free {
+                    token: t,
+                    membership: None,
+                }),
                 Notify(Event::Expired),
                 WakeWaiters,
                 Count(ReleaseRejected),
@@ -88,6 +94,7 @@ fn released_lease_keeps_its_token_and_the_next_grant_is_above_it() {
         owner: b"b",
         ttl_ms: 10,
         block: None,
+        membership: None,
     };
     let (reply, _, _) = run(&node(), Some(lease), at(0), client(), acq);
     assert_eq!(reply, Reply::Int(t as i64 + 1), "same ms: last + 1");

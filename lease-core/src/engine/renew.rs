@@ -10,12 +10,20 @@ pub(super) fn renew(
     owner: &[u8],
     token: u64,
     ttl_ms: u64,
+    membership: Option<u64>,
 ) -> Outcome {
     let renewed = match lease {
         Some(lease) => {
+            // Quorum mode (docs/quorum.md §4.1): a reign is bound to one membership; a key
+            // rebound by the operator (LEASE.MEMBERSHIP) no longer renews the old one's reign.
+            if let Err(e) = lease.check_membership(membership) {
+                fx.push(Effect::Count(Counter::MembershipRejected));
+                return Outcome::new(fx, Reply::Error(e));
+            }
             expire_lazily(lease, now, &mut fx);
             let ok = lease.renew(owner, token, ttl_ms, now);
             if ok {
+                lease.bind_membership(membership);
                 held(lease, now, &mut fx);
             }
             ok

@@ -10,6 +10,7 @@ fn renew(owner: &str, token: u64, ttl: u64) -> Request<'_> {
         owner: owner.as_bytes(),
         token,
         ttl_ms: ttl,
+        membership: None,
     }
 }
 
@@ -30,6 +31,7 @@ fn table() {
                     owner: b"a".to_vec(),
                     token: t,
                     expires_wall_ms: WALL0 + 299,
+                    membership: None,
                 }),
                 ArmTimer {
                     deadline_mono_us: deadline(99, 200),
@@ -61,7 +63,10 @@ fn table() {
             Reply::Int(0),
             vec![
                 Count(Expired),
-                Replicate(Apply::Free { token: t }),
+                Replicate(Apply::Free {
+                    token: t,
+                    membership: None,
+                }),
                 Notify(Event::Expired),
                 WakeWaiters,
                 Count(RenewRejected),

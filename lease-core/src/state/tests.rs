@@ -203,6 +203,7 @@ fn token_space_exhaustion_is_an_error_not_a_wrap() {
             token: TOKEN_LIMIT - 1,
             held: None,
             grants: 0,
+            membership: None,
         },
         at(0),
     )
@@ -239,7 +240,8 @@ fn effects_round_trip_through_a_replica_clock() {
         Apply::Hold {
             owner: b"owner-1".to_vec(),
             token: primary.last_token(),
-            expires_wall_ms: WALL0 + 3000
+            expires_wall_ms: WALL0 + 3000,
+            membership: None,
         }
     );
     // The replica's monotonic clock has another origin; its wall clock agrees.
@@ -254,6 +256,7 @@ fn effects_round_trip_through_a_replica_clock() {
     replica.apply(
         &Apply::Free {
             token: primary.last_token(),
+            membership: None,
         },
         replica_now,
     );
@@ -263,10 +266,15 @@ fn effects_round_trip_through_a_replica_clock() {
     assert!(Lease::validate_effect(&Apply::Hold {
         owner: vec![],
         token: 1,
-        expires_wall_ms: 0
+        expires_wall_ms: 0,
+        membership: None,
     })
     .is_err());
-    assert!(Lease::validate_effect(&Apply::Free { token: TOKEN_LIMIT }).is_err());
+    assert!(Lease::validate_effect(&Apply::Free {
+        token: TOKEN_LIMIT,
+        membership: None
+    })
+    .is_err());
 }
 
 #[test]
@@ -302,21 +310,25 @@ fn persisted_round_trip_and_rejection() {
             token: TOKEN_LIMIT,
             held: None,
             grants: 0,
+            membership: None,
         },
         Persisted {
             token: 5,
             held: Some((vec![], 1)),
             grants: 0,
+            membership: None,
         },
         Persisted {
             token: 0,
             held: Some((b"a".to_vec(), 1)),
             grants: 0,
+            membership: None,
         },
         Persisted {
             token: 5,
             held: Some((vec![b'a'; OWNER_HARD_CAP + 1], 1)),
             grants: 0,
+            membership: None,
         },
     ] {
         assert!(
@@ -378,6 +390,25 @@ fn memory_usage_is_small() {
     let mut l = Lease::new();
     l.acquire(&[b'o'; 27], 100, at(0), 0, 0).unwrap();
     assert_eq!(l.mem_usage(), 64);
+    // Bound to a membership id (quorum mode): still 64 bytes up to OWNER_INLINE - 8, the id
+    // in the inline bytes; past that the owner and the id share one heap allocation. The
+    // binding survives release and a new holder without changing the size.
+    assert!(l.bind_membership(Some(0xabcd)));
+    assert_eq!((l.mem_usage(), l.membership()), (64, Some(0xabcd)));
+    for len in [1, OWNER_INLINE - 8, OWNER_INLINE - 7, OWNER_INLINE, 1000] {
+        let owner = vec![b'y'; len];
+        let mut b = Lease::new();
+        b.change_membership(None, 0xabcd);
+        assert_eq!(b.mem_usage(), 64, "free and bound");
+        let Acquire::Granted { token } = b.acquire(&owner, 100, at(0), 0, 0).unwrap() else {
+            panic!()
+        };
+        let extra = if len > OWNER_INLINE - 8 { len + 8 } else { 0 };
+        assert_eq!(b.mem_usage(), 64 + extra, "bound, {len}");
+        assert_eq!((b.owner(), b.membership()), (&owner[..], Some(0xabcd)));
+        assert!(b.release(&owner, token, at(1)));
+        assert_eq!((b.mem_usage(), b.membership()), (64, Some(0xabcd)));
+    }
     for len in [1, OWNER_INLINE - 1, OWNER_INLINE, OWNER_INLINE + 1, 1000] {
         let owner = vec![b'x'; len];
         let mut l = Lease::new();
@@ -394,6 +425,7 @@ fn memory_usage_is_small() {
                 owner: owner.clone(),
                 token,
                 expires_wall_ms: WALL0 + 100,
+                membership: None,
             },
             at(0),
         );
@@ -413,6 +445,7 @@ fn applied_effects_count_grants_like_the_primary() {
         owner: owner.as_bytes().to_vec(),
         token,
         expires_wall_ms: WALL0 + 10_000,
+        membership: None,
     };
     let mut l = Lease::new();
     l.apply(&hold("a", 1), at(0));
@@ -420,10 +453,22 @@ fn applied_effects_count_grants_like_the_primary() {
     l.apply(&hold("a", 1), at(1)); // renew
     l.apply(&hold("a", 900), at(2)); // raise
     assert_eq!(l.grants(), 1);
-    l.apply(&Apply::Free { token: 900 }, at(3));
+    l.apply(
+        &Apply::Free {
+            token: 900,
+            membership: None,
+        },
+        at(3),
+    );
     l.apply(&hold("a", 901), at(4));
     assert_eq!(l.grants(), 2);
-    l.apply(&Apply::Free { token: 901 }, at(5));
+    l.apply(
+        &Apply::Free {
+            token: 901,
+            membership: None,
+        },
+        at(5),
+    );
     l.apply(&hold("b", 902), at(6));
     assert_eq!(l.grants(), 3);
 }

@@ -106,8 +106,16 @@ struct Cli {
     )]
     master_name: Option<String>,
     /// Lease key.
-    #[arg(long)]
+    #[arg(
+        long,
+        required_unless_present = "print_membership_id",
+        default_value = ""
+    )]
     key: String,
+    /// Print the membership id of the --redis node list and exit (quorum mode: the ids
+    /// `LEASE.MEMBERSHIP key old new` takes when the node set changes, docs/quorum.md §4.1).
+    #[arg(long)]
+    print_membership_id: bool,
     /// Lease TTL (e.g. 10s, 500ms).
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     ttl: Duration,
@@ -161,7 +169,12 @@ struct Cli {
     #[arg(long, default_value_t = EXIT_LOST)]
     lost_exit_code: i32,
     /// Command and arguments.
-    #[arg(trailing_var_arg = true, required = true, num_args = 1.., value_name = "CMD")]
+    #[arg(
+        trailing_var_arg = true,
+        required_unless_present = "print_membership_id",
+        num_args = 1..,
+        value_name = "CMD"
+    )]
     cmd: Vec<OsString>,
 }
 
@@ -236,6 +249,18 @@ fn main() {
     };
     if let (false, Some(name)) = (cli.sentinel.is_empty(), &cli.master_name) {
         cli.redis = vec![redis_lease_client::sentinel::url(&cli.sentinel, name)];
+    }
+    if cli.print_membership_id {
+        match redis_lease_client::membership_id_of(&cli.redis) {
+            Ok(id) => {
+                println!("{id}");
+                std::process::exit(0);
+            }
+            Err(e) => {
+                eprintln!("lease-run: {e}");
+                std::process::exit(EXIT_USAGE);
+            }
+        }
     }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
