@@ -153,6 +153,43 @@ impl Node {
     }
 }
 
+impl Node {
+    /// A blocking command (Q9's `LEASE.ACQUIRE ... BLOCK`) on a connection of its own, opened
+    /// for it and dropped with it. Why not the shared connection: a blocked client holds back
+    /// every later command on its connection, so the next round would find this node silent;
+    /// and if the wait is abandoned (resign, the loop's limit), dropping the connection is
+    /// what tells the server to stop waiting for us (a grant it made just before is found
+    /// and released by the loop's stray release, as for any abandoned acquire).
+    async fn blocking_query(
+        &self,
+        cmd: redis::Cmd,
+        limit: Duration,
+    ) -> Result<Value, CommandError> {
+        let q = *self
+            .quarantined_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if q.is_some_and(|until| Instant::now() < until) {
+            return Err(self.unusable(format!(
+                "quorum: node {}: quarantined (its server identity changed)",
+                self.index + 1
+            )));
+        }
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(None);
+        let mut c = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        self.check_new(&mut c).await?;
+        match tokio::time::timeout(limit, cmd.query_async::<Value>(&mut c)).await {
+            Ok(r) => crate::transport::reply(r),
+            Err(_) => Err(CommandError::timeout(limit)),
+        }
+    }
+}
+
 /// The addresses a node URL names, for the start-time duplicate check: every socket address
 /// its host resolves to (so `localhost` and `127.0.0.1` meet), or the canonical unix socket
 /// path. The db number is left out on purpose: db 0 and db 1 are one server.
@@ -211,6 +248,21 @@ pub struct QuorumTransport {
     owner: String,
     /// An acquire round released partial grants under `owner` (see `take_retired_owner`).
     retired: bool,
+    /// The node followers wait on with `BLOCK` (Q9, `quorum_decide::wait_node`).
+    wait_node: usize,
+    /// The loop's per-command budget: the wait on the wait node leaves room for two steps.
+    op_timeout: Duration,
+    /// The instant before the sends of the round that produced the last acquire's reply,
+    /// when that round started after a wait (see `take_round_start`).
+    round_start: Option<Instant>,
+}
+
+/// How one acquire round ended.
+enum RoundEnd {
+    /// What `acquire` returns.
+    Done(Result<Replicated<Option<u64>>, CommandError>),
+    /// Refused by enough nodes, nothing released: the replies, to decide whether to wait (Q9).
+    Refused(Vec<NodeReply<Option<u64>>>),
 }
 
 fn int_of(v: &Value) -> Result<i64, CommandError> {
@@ -267,6 +319,9 @@ impl QuorumTransport {
             // node); this is only what `get` compares before the first ACQUIRE.
             owner: crate::decide::reign_owner(&cfg.owner, 1).unwrap_or_default(),
             retired: false,
+            wait_node: qd::wait_node(urls),
+            op_timeout: cfg.op_timeout,
+            round_start: None,
         })
     }
 
@@ -346,20 +401,9 @@ impl QuorumTransport {
         r.iter().filter(|x| matches!(x, Some(Ok(true)))).count()
     }
 
-    fn all(&self) -> Vec<usize> {
-        (0..self.nodes.len()).collect()
-    }
-}
-
-impl Transport for QuorumTransport {
-    async fn acquire(
-        &mut self,
-        key: &str,
-        owner: &str,
-        ttl: Duration,
-        _block: Option<Duration>,
-        _wait: Option<WaitFor>,
-    ) -> Result<Replicated<Option<u64>>, CommandError> {
+    /// One acquire round (ACQUIRE on all, RAISE on the granting majority). A plain refusal
+    /// (no reign, nothing released, not an error) comes back with its replies, for Q9.
+    async fn acquire_round(&mut self, key: &str, owner: &str, ttl: Duration) -> RoundEnd {
         let n = self.nodes.len();
         let need = self.control.need(n);
         self.owner = owner.to_string();
@@ -416,10 +460,10 @@ impl Transport for QuorumTransport {
                     self.held = (0..n)
                         .map(|i| matches!(confirmed[i], Some(Ok(true))).then_some(target))
                         .collect();
-                    return Ok(Replicated {
+                    return RoundEnd::Done(Ok(Replicated {
                         value: Some(target),
                         acked: None,
-                    });
+                    }));
                 }
                 // Not confirmed: the grants (raised or not) must not block anyone for a TTL.
                 let pairs: Vec<(usize, u64)> = nodes
@@ -432,32 +476,91 @@ impl Transport for QuorumTransport {
                     .collect();
                 self.retired |= !pairs.is_empty();
                 self.release_on(key, owner, &pairs).await;
-                Ok(Replicated {
+                RoundEnd::Done(Ok(Replicated {
                     value: None,
                     acked: None,
-                })
+                }))
             }
             AfterAcquire::ActUnified { token, per_node } => {
                 self.held = per_node;
-                Ok(Replicated {
+                RoundEnd::Done(Ok(Replicated {
                     value: Some(token),
                     acked: None,
-                })
+                }))
             }
             AfterAcquire::Abort { release, outcome } => {
-                self.retired |= !release.is_empty();
+                let released = !release.is_empty();
+                self.retired |= released;
                 self.release_on(key, owner, &release).await;
                 match outcome {
-                    NotLeading::NotGranted => Ok(Replicated {
+                    NotLeading::NotGranted if !released => RoundEnd::Refused(replies),
+                    NotLeading::NotGranted => RoundEnd::Done(Ok(Replicated {
                         value: None,
                         acked: None,
-                    }),
-                    NotLeading::Error(kind) => Err(CommandError::new(
+                    })),
+                    NotLeading::Error(kind) => RoundEnd::Done(Err(CommandError::new(
                         kind,
                         format!("quorum: fewer than {need} of {n} nodes could grant"),
-                    )),
+                    ))),
                 }
             }
+        }
+    }
+
+    fn all(&self) -> Vec<usize> {
+        (0..self.nodes.len()).collect()
+    }
+}
+
+impl Transport for QuorumTransport {
+    async fn acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        block: Option<Duration>,
+        _wait: Option<WaitFor>,
+    ) -> Result<Replicated<Option<u64>>, CommandError> {
+        self.round_start = None;
+        let refused = match self.acquire_round(key, owner, ttl).await {
+            RoundEnd::Done(r) => return r,
+            RoundEnd::Refused(replies) => replies,
+        };
+        let not_granted = Ok(Replicated {
+            value: None,
+            acked: None,
+        });
+        let Some(wait) =
+            qd::wait_after_refusal(&refused, self.wait_node, false, block, self.op_timeout)
+        else {
+            return not_granted;
+        };
+        // Q9: wait on the wait node until it is released or expires (it then grants us that
+        // one node, which is no reign), and go straight into a fresh round. Why this is safe:
+        // the wait node's grant counts for nothing by itself; what counts is the fresh round,
+        // whose every counted node set its expiry after `start`, the instant taken before
+        // that round's sends, which the loop then measures the deadline from.
+        let node = self.nodes[self.wait_node].clone();
+        let mut c = redis::cmd("LEASE.ACQUIRE");
+        c.arg(key)
+            .arg(owner)
+            .arg(wire_ms(ttl))
+            .arg("BLOCK")
+            .arg(wire_ms(wait));
+        match node.blocking_query(c, wait + self.step_timeout).await {
+            Ok(Value::Int(t)) if t > 0 => {}
+            // Timed out (nil), failed, or the node went away: the loop asks again.
+            _ => return not_granted,
+        }
+        let start = Instant::now();
+        match self.acquire_round(key, owner, ttl).await {
+            RoundEnd::Done(r) => {
+                self.round_start = Some(start);
+                r
+            }
+            // Every node refused, the wait node included (it lost our grant meanwhile, e.g.
+            // it restarted): the loop asks again.
+            RoundEnd::Refused(_) => not_granted,
         }
     }
 
@@ -541,10 +644,21 @@ impl Transport for QuorumTransport {
         std::mem::take(&mut self.retired)
     }
 
+    fn take_round_start(&mut self) -> Option<Instant> {
+        self.round_start.take()
+    }
+
     async fn release(&mut self, key: &str, owner: &str, token: u64) -> Result<bool, CommandError> {
         let n = self.nodes.len();
         let pairs: Vec<(usize, u64)> = (0..n).map(|i| (i, self.held[i].unwrap_or(token))).collect();
-        let released = self.release_on(key, owner, &pairs).await;
+        // Q9: the wait node last. Its release wakes the one follower waiting there, whose
+        // next round must find the other nodes already free; released together, that round
+        // can overtake our RELEASE on another node, be refused, and fall back to polling.
+        // Order only affects liveness: a release frees, it never grants.
+        let (last, first): (Vec<_>, Vec<_>) =
+            pairs.into_iter().partition(|p| p.0 == self.wait_node);
+        let released =
+            self.release_on(key, owner, &first).await + self.release_on(key, owner, &last).await;
         self.held = vec![None; n];
         Ok(released > 0)
     }
@@ -603,6 +717,13 @@ impl Transport for Nodes {
         match self {
             Nodes::One(t) => t.take_retired_owner(),
             Nodes::Quorum(t) => t.take_retired_owner(),
+        }
+    }
+
+    fn take_round_start(&mut self) -> Option<Instant> {
+        match self {
+            Nodes::One(t) => t.take_round_start(),
+            Nodes::Quorum(t) => t.take_round_start(),
         }
     }
 
