@@ -651,14 +651,15 @@ impl Transport for QuorumTransport {
     async fn release(&mut self, key: &str, owner: &str, token: u64) -> Result<bool, CommandError> {
         let n = self.nodes.len();
         let pairs: Vec<(usize, u64)> = (0..n).map(|i| (i, self.held[i].unwrap_or(token))).collect();
-        // Q9: the wait node last. Its release wakes the one follower waiting there, whose
-        // next round must find the other nodes already free; released together, that round
-        // can overtake our RELEASE on another node, be refused, and fall back to polling.
-        // Order only affects liveness: a release frees, it never grants.
-        let (last, first): (Vec<_>, Vec<_>) =
-            pairs.into_iter().partition(|p| p.0 == self.wait_node);
-        let released =
-            self.release_on(key, owner, &first).await + self.release_on(key, owner, &last).await;
+        // Q9: the wait node's RELEASE is sent last (all are sent at once, without waiting
+        // for replies). Its release wakes the one follower waiting there, whose next round
+        // should find the other nodes already free: their RELEASEs left before it, and the
+        // wake plus that round take at least a round trip more. A round that still overtakes
+        // one on another node is refused there and falls back to polling. Order only
+        // affects liveness: a release frees, it never grants.
+        let mut pairs = pairs;
+        pairs.sort_by_key(|p| p.0 == self.wait_node);
+        let released = self.release_on(key, owner, &pairs).await;
         self.held = vec![None; n];
         Ok(released > 0)
     }

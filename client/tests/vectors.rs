@@ -314,8 +314,9 @@ fn run_case(decision: &str, cfg: Option<ElectorConfig>, input: &Value, clock: &C
             }
         }
         "quorum_after_renew" => {
-            let replies: Vec<NodeReply<bool>> =
-                node_replies(input, |r| renew_result(r).map(|x| x.value).map_err(|e| e.kind));
+            let replies: Vec<NodeReply<bool>> = node_replies(input, |r| {
+                renew_result(r).map(|x| x.value).map_err(|e| e.kind)
+            });
             let action = match qd::after_renew(QuorumControl::Correct, &replies) {
                 AfterRenew::Renewed => "renewed",
                 AfterRenew::Lost => "lost",
