@@ -33,6 +33,7 @@ use crate::elector::Elector;
 use crate::error::{CommandError, ErrorKind, LeaseError};
 pub use crate::quorum_decide::QuorumControl;
 use crate::quorum_decide::{self as qd, AfterAcquire, AfterRenew, NodeReply, NotLeading};
+use crate::tls::ConnectOptions;
 use crate::transport::{LeaseInfo, RedisTransport, Replicated, Transport, WaitFor};
 
 /// One node's connection: shared by the round's per-node tasks (a task still waiting on a
@@ -280,6 +281,17 @@ impl QuorumTransport {
         cfg: &ElectorConfig,
         control: QuorumControl,
     ) -> Result<Self, LeaseError> {
+        Self::with_options(urls, cfg, control, &ConnectOptions::default())
+    }
+
+    /// [`QuorumTransport::new`] with TLS files and credentials applied to every node (the
+    /// same CA, client certificate and ACL user on each: one deployment's servers).
+    pub fn with_options(
+        urls: &[String],
+        cfg: &ElectorConfig,
+        control: QuorumControl,
+        opts: &ConnectOptions,
+    ) -> Result<Self, LeaseError> {
         if urls.len() < 2 {
             return Err(LeaseError::Config(
                 "quorum: needs at least 2 node URLs (3 or 5 to tolerate 1 or 2 faulty)".into(),
@@ -296,8 +308,7 @@ impl QuorumTransport {
         let identities = Arc::new(std::sync::Mutex::new(vec![None; urls.len()]));
         let mut nodes = vec![];
         for (index, u) in urls.iter().enumerate() {
-            let client = redis::Client::open(u.as_str())
-                .map_err(|e| LeaseError::Config(format!("invalid redis url: {e}")))?;
+            let client = crate::tls::redis_client(u, opts)?;
             nodes.push(Arc::new(Node {
                 index,
                 client,
@@ -782,11 +793,26 @@ impl Elector<Nodes> {
         urls: &[String],
         control: QuorumControl,
     ) -> Result<Self, LeaseError> {
+        Self::with_nodes_options(config, urls, control, &ConnectOptions::default())
+    }
+
+    /// [`Elector::with_nodes`] with TLS files and credentials ([`ConnectOptions`]) applied to
+    /// every node URL, in quorum mode as with one node.
+    pub fn with_nodes_options(
+        config: ElectorConfig,
+        urls: &[String],
+        control: QuorumControl,
+        opts: &ConnectOptions,
+    ) -> Result<Self, LeaseError> {
         config.validate()?;
         let t = match urls {
             [] => return Err(LeaseError::Config("no redis url".into())),
-            [one] => Nodes::One(RedisTransport::new(one, decide::connect_timeout(&config))?),
-            many => Nodes::Quorum(QuorumTransport::new(many, &config, control)?),
+            [one] => Nodes::One(RedisTransport::with_options(
+                one,
+                opts,
+                decide::connect_timeout(&config),
+            )?),
+            many => Nodes::Quorum(QuorumTransport::with_options(many, &config, control, opts)?),
         };
         Elector::with_transport(config, t)
     }
