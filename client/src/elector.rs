@@ -319,7 +319,7 @@ impl<T: Transport> Elector<T> {
                 return Ok(RunOutcome::Resigned);
             };
             let now = Instant::now();
-            // Q9: a quorum grant made by a round that started after a wait is measured from
+            // Q10: a quorum grant made by a round that started after a wait is measured from
             // that round's start (never earlier than our own `sent_at`).
             let sent_at = self
                 .transport

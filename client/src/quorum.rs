@@ -155,7 +155,7 @@ impl Node {
 }
 
 impl Node {
-    /// A blocking command (Q9's `LEASE.ACQUIRE ... BLOCK`) on a connection of its own, opened
+    /// A blocking command (Q10's `LEASE.ACQUIRE ... BLOCK`) on a connection of its own, opened
     /// for it and dropped with it. Why not the shared connection: a blocked client holds back
     /// every later command on its connection, so the next round would find this node silent;
     /// and if the wait is abandoned (resign, the loop's limit), dropping the connection is
@@ -249,7 +249,7 @@ pub struct QuorumTransport {
     owner: String,
     /// An acquire round released partial grants under `owner` (see `take_retired_owner`).
     retired: bool,
-    /// The node followers wait on with `BLOCK` (Q9, `quorum_decide::wait_node`).
+    /// The node followers wait on with `BLOCK` (Q10, `quorum_decide::wait_node`).
     wait_node: usize,
     /// The loop's per-command budget: the wait on the wait node leaves room for two steps.
     op_timeout: Duration,
@@ -262,7 +262,7 @@ pub struct QuorumTransport {
 enum RoundEnd {
     /// What `acquire` returns.
     Done(Result<Replicated<Option<u64>>, CommandError>),
-    /// Refused by enough nodes, nothing released: the replies, to decide whether to wait (Q9).
+    /// Refused by enough nodes, nothing released: the replies, to decide whether to wait (Q10).
     Refused(Vec<NodeReply<Option<u64>>>),
 }
 
@@ -413,7 +413,7 @@ impl QuorumTransport {
     }
 
     /// One acquire round (ACQUIRE on all, RAISE on the granting majority). A plain refusal
-    /// (no reign, nothing released, not an error) comes back with its replies, for Q9.
+    /// (no reign, nothing released, not an error) comes back with its replies, for Q10.
     async fn acquire_round(&mut self, key: &str, owner: &str, ttl: Duration) -> RoundEnd {
         let n = self.nodes.len();
         let need = self.control.need(n);
@@ -546,7 +546,7 @@ impl Transport for QuorumTransport {
         else {
             return not_granted;
         };
-        // Q9: wait on the wait node until it is released or expires (it then grants us that
+        // Q10: wait on the wait node until it is released or expires (it then grants us that
         // one node, which is no reign), and go straight into a fresh round. Why this is safe:
         // the wait node's grant counts for nothing by itself; what counts is the fresh round,
         // whose every counted node set its expiry after `start`, the instant taken before
@@ -662,7 +662,7 @@ impl Transport for QuorumTransport {
     async fn release(&mut self, key: &str, owner: &str, token: u64) -> Result<bool, CommandError> {
         let n = self.nodes.len();
         let pairs: Vec<(usize, u64)> = (0..n).map(|i| (i, self.held[i].unwrap_or(token))).collect();
-        // Q9: the wait node's RELEASE is sent last (all are sent at once, without waiting
+        // Q10: the wait node's RELEASE is sent last (all are sent at once, without waiting
         // for replies). Its release wakes the one follower waiting there, whose next round
         // should find the other nodes already free: their RELEASEs left before it, and the
         // wake plus that round take at least a round trip more. A round that still overtakes

@@ -246,7 +246,7 @@ pub fn after_renew(control: QuorumControl, replies: &[NodeReply<bool>]) -> After
     }
 }
 
-/// The node every follower waits on (protocol Q9): the one with the smallest URL, so that
+/// The node every follower waits on (protocol Q10): the one with the smallest URL, so that
 /// every elector of one membership (the same node set, in any order) picks the same node.
 /// Why one node and not all: waiting with `BLOCK` on every node would let a release wake a
 /// *different* follower on each node (each node wakes its own first waiter), a split vote
@@ -258,8 +258,8 @@ pub fn wait_node(urls: &[String]) -> usize {
         .unwrap_or(0)
 }
 
-/// How long to wait on the wait node after a round that made no reign (Q9), or `None` to
-/// return "not granted" at once (the loop then pauses and polls, as before Q9).
+/// How long to wait on the wait node after a round that made no reign (Q10), or `None` to
+/// return "not granted" at once (the loop then pauses and polls, as before Q10).
 ///
 /// Wait only when the round released nothing (a round that released partial grants retired
 /// its owner: the loop must take the next one first, Q4) and the wait node itself answered

@@ -427,7 +427,7 @@ async fn a_round_that_released_partial_grants_retires_its_owner() {
             .query(&mut c)
             .unwrap();
     }
-    // Q9's wait off (a BLOCK budget of one op timeout leaves no wait): this test is about
+    // Q10's wait off (a BLOCK budget of one op timeout leaves no wait): this test is about
     // rounds that release. With the wait on, a round decided early on two refusals, before
     // node 2's grant arrived, waits instead of releasing, and rightly keeps its owner.
     let ttl = Duration::from_millis(600);
@@ -548,7 +548,7 @@ fn acquire_calls(s: &RedisServer) -> u64 {
         .unwrap_or(0)
 }
 
-/// Protocol Q9: a refused follower waits on the wait node (the smallest URL) instead of
+/// Protocol Q10: a refused follower waits on the wait node (the smallest URL) instead of
 /// polling every node, and takes over as soon as the holder releases. Would catch: followers
 /// polling (about 20 rounds in the 1.5 s below at the 20..40 ms pause of this config, so about
 /// 20 ACQUIREs on every node), a wait that never wakes, or a wake that does not lead.

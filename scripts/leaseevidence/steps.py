@@ -279,7 +279,7 @@ def quorum_long(ev: Evidence) -> None:
 def quorum_handover(ev: Evidence) -> None:
     """Hand-over on resign, quorum mode beside one primary, same seed and machine in one run
     (issue 27: within 2x at p50). Followers in quorum mode wait on one node, then run one
-    round (client-protocol.md Q9); with one primary they BLOCK."""
+    round (client-protocol.md Q10); with one primary they BLOCK."""
     ttl, grace = 1000, 1000
     args = ["--runs", "3", "--electors", "3", "--seconds", "30", "--fault", "resign",
             "--seed", "17"]
