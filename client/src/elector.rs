@@ -392,6 +392,12 @@ impl<T: Transport> Elector<T> {
                 return Ok(OnceOutcome::Resigned);
             };
             let now = Instant::now();
+            // Q10: a quorum grant made by a round that started after a wait is measured from
+            // that round's start (never earlier than our own `sent_at`).
+            let sent_at = self
+                .transport
+                .take_round_start()
+                .map_or(sent_at, |t| t.max(sent_at));
             self.observe("acquire", &res);
             // Q4 + R17: a round that released partial grants retired its owner; the next
             // round must not send it again (its RELEASE may still execute late).

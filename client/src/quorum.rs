@@ -36,6 +36,7 @@ use crate::elector::Elector;
 use crate::error::{CommandError, ErrorKind, LeaseError};
 pub use crate::quorum_decide::QuorumControl;
 use crate::quorum_decide::{self as qd, AfterAcquire, AfterRenew, NodeReply, NotLeading};
+use crate::tls::ConnectOptions;
 use crate::transport::{LeaseInfo, RedisTransport, Replicated, Transport, WaitFor};
 
 /// One node's connection: shared by the round's per-node tasks (a task still waiting on a
@@ -156,6 +157,43 @@ impl Node {
     }
 }
 
+impl Node {
+    /// A blocking command (Q10's `LEASE.ACQUIRE ... BLOCK`) on a connection of its own, opened
+    /// for it and dropped with it. Why not the shared connection: a blocked client holds back
+    /// every later command on its connection, so the next round would find this node silent;
+    /// and if the wait is abandoned (resign, the loop's limit), dropping the connection is
+    /// what tells the server to stop waiting for us (a grant it made just before is found
+    /// and released by the loop's stray release, as for any abandoned acquire).
+    async fn blocking_query(
+        &self,
+        cmd: redis::Cmd,
+        limit: Duration,
+    ) -> Result<Value, CommandError> {
+        let q = *self
+            .quarantined_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if q.is_some_and(|until| Instant::now() < until) {
+            return Err(self.unusable(format!(
+                "quorum: node {}: quarantined (its server identity changed)",
+                self.index + 1
+            )));
+        }
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(None);
+        let mut c = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        self.check_new(&mut c).await?;
+        match tokio::time::timeout(limit, cmd.query_async::<Value>(&mut c)).await {
+            Ok(r) => crate::transport::reply(r),
+            Err(_) => Err(CommandError::timeout(limit)),
+        }
+    }
+}
+
 /// The addresses a node URL names, for the start-time duplicate check: every socket address
 /// its host resolves to (so `localhost` and `127.0.0.1` meet), or the canonical unix socket
 /// path. The db number is left out on purpose: db 0 and db 1 are one server.
@@ -247,6 +285,15 @@ pub struct QuorumTransport {
     membership: Option<String>,
     /// The last round's refusal for membership was reported (logged once per change).
     membership_reported: bool,
+    /// The node followers wait on with `BLOCK` (Q10, `quorum_decide::wait_node`).
+    wait_node: usize,
+    /// The loop's per-command budget: the wait on the wait node leaves room for two steps.
+    op_timeout: Duration,
+    /// The longest wait on the wait node (Q10).
+    renew_interval: Duration,
+    /// The instant before the sends of the round that produced the last acquire's reply,
+    /// when that round started after a wait (see `take_round_start`).
+    round_start: Option<Instant>,
 }
 
 /// Appends `MEMBERSHIP id` (Q9) when there is one.
@@ -254,6 +301,14 @@ fn with_membership(c: &mut redis::Cmd, m: &Option<String>) {
     if let Some(m) = m {
         c.arg("MEMBERSHIP").arg(m);
     }
+}
+
+/// How one acquire round ended.
+enum RoundEnd {
+    /// What `acquire` returns.
+    Done(Result<Replicated<Option<u64>>, CommandError>),
+    /// Refused by enough nodes, nothing released: the replies, to decide whether to wait (Q10).
+    Refused(Vec<NodeReply<Option<u64>>>),
 }
 
 fn int_of(v: &Value) -> Result<i64, CommandError> {
@@ -270,6 +325,17 @@ impl QuorumTransport {
         urls: &[String],
         cfg: &ElectorConfig,
         control: QuorumControl,
+    ) -> Result<Self, LeaseError> {
+        Self::with_options(urls, cfg, control, &ConnectOptions::default())
+    }
+
+    /// [`QuorumTransport::new`] with TLS files and credentials applied to every node (the
+    /// same CA, client certificate and ACL user on each: one deployment's servers).
+    pub fn with_options(
+        urls: &[String],
+        cfg: &ElectorConfig,
+        control: QuorumControl,
+        opts: &ConnectOptions,
     ) -> Result<Self, LeaseError> {
         if urls.len() < 2 {
             return Err(LeaseError::Config(
@@ -293,8 +359,7 @@ impl QuorumTransport {
         let identities = Arc::new(std::sync::Mutex::new(vec![None; urls.len()]));
         let mut nodes = vec![];
         for (index, u) in urls.iter().enumerate() {
-            let client = redis::Client::open(u.as_str())
-                .map_err(|e| LeaseError::Config(format!("invalid redis url: {e}")))?;
+            let client = crate::tls::redis_client(u, opts)?;
             nodes.push(Arc::new(Node {
                 index,
                 client,
@@ -318,6 +383,10 @@ impl QuorumTransport {
             retired: false,
             membership,
             membership_reported: false,
+            wait_node: qd::wait_node(urls),
+            op_timeout: cfg.op_timeout,
+            renew_interval: cfg.renew_interval,
+            round_start: None,
         })
     }
 
@@ -416,20 +485,9 @@ impl QuorumTransport {
         r.iter().filter(|x| matches!(x, Some(Ok(true)))).count()
     }
 
-    fn all(&self) -> Vec<usize> {
-        (0..self.nodes.len()).collect()
-    }
-}
-
-impl Transport for QuorumTransport {
-    async fn acquire(
-        &mut self,
-        key: &str,
-        owner: &str,
-        ttl: Duration,
-        _block: Option<Duration>,
-        _wait: Option<WaitFor>,
-    ) -> Result<Replicated<Option<u64>>, CommandError> {
+    /// One acquire round (ACQUIRE on all, RAISE on the granting majority). A plain refusal
+    /// (no reign, nothing released, not an error) comes back with its replies, for Q10.
+    async fn acquire_round(&mut self, key: &str, owner: &str, ttl: Duration) -> RoundEnd {
         let n = self.nodes.len();
         let need = self.control.need(n);
         self.owner = owner.to_string();
@@ -489,10 +547,10 @@ impl Transport for QuorumTransport {
                     self.held = (0..n)
                         .map(|i| matches!(confirmed[i], Some(Ok(true))).then_some(target))
                         .collect();
-                    return Ok(Replicated {
+                    return RoundEnd::Done(Ok(Replicated {
                         value: Some(target),
                         acked: None,
-                    });
+                    }));
                 }
                 // Not confirmed: the grants (raised or not) must not block anyone for a TTL.
                 let pairs: Vec<(usize, u64)> = nodes
@@ -505,33 +563,102 @@ impl Transport for QuorumTransport {
                     .collect();
                 self.retired |= !pairs.is_empty();
                 self.release_on(key, owner, &pairs).await;
-                Ok(Replicated {
+                RoundEnd::Done(Ok(Replicated {
                     value: None,
                     acked: None,
-                })
+                }))
             }
             AfterAcquire::ActUnified { token, per_node } => {
                 self.held = per_node;
-                Ok(Replicated {
+                RoundEnd::Done(Ok(Replicated {
                     value: Some(token),
                     acked: None,
-                })
+                }))
             }
             AfterAcquire::Abort { release, outcome } => {
-                self.retired |= !release.is_empty();
+                let released = !release.is_empty();
+                self.retired |= released;
                 self.release_on(key, owner, &release).await;
                 self.report_membership(outcome == NotLeading::WrongMembership);
                 match outcome {
-                    NotLeading::NotGranted | NotLeading::WrongMembership => Ok(Replicated {
-                        value: None,
-                        acked: None,
-                    }),
-                    NotLeading::Error(kind) => Err(CommandError::new(
+                    // A membership mismatch (Q9) is no refusal Q10 could wait out.
+                    NotLeading::NotGranted if !released => RoundEnd::Refused(replies),
+                    NotLeading::NotGranted | NotLeading::WrongMembership => {
+                        RoundEnd::Done(Ok(Replicated {
+                            value: None,
+                            acked: None,
+                        }))
+                    }
+                    NotLeading::Error(kind) => RoundEnd::Done(Err(CommandError::new(
                         kind,
                         format!("quorum: fewer than {need} of {n} nodes could grant"),
-                    )),
+                    ))),
                 }
             }
+        }
+    }
+
+    fn all(&self) -> Vec<usize> {
+        (0..self.nodes.len()).collect()
+    }
+}
+
+impl Transport for QuorumTransport {
+    async fn acquire(
+        &mut self,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        block: Option<Duration>,
+        _wait: Option<WaitFor>,
+    ) -> Result<Replicated<Option<u64>>, CommandError> {
+        self.round_start = None;
+        let refused = match self.acquire_round(key, owner, ttl).await {
+            RoundEnd::Done(r) => return r,
+            RoundEnd::Refused(replies) => replies,
+        };
+        let not_granted = Ok(Replicated {
+            value: None,
+            acked: None,
+        });
+        let Some(wait) = qd::wait_after_refusal(
+            &refused,
+            self.wait_node,
+            false,
+            block,
+            self.op_timeout,
+            self.renew_interval,
+        ) else {
+            return not_granted;
+        };
+        // Q10: wait on the wait node until it is released or expires (it then grants us that
+        // one node, which is no reign), and go straight into a fresh round. Why this is safe:
+        // the wait node's grant counts for nothing by itself; what counts is the fresh round,
+        // whose every counted node set its expiry after `start`, the instant taken before
+        // that round's sends, which the loop then measures the deadline from. No MEMBERSHIP
+        // on it (the module refuses it with BLOCK, and it does not need one): a grant that
+        // counts for nothing needs no binding check, and the fresh round names the id (Q9).
+        let node = self.nodes[self.wait_node].clone();
+        let mut c = redis::cmd("LEASE.ACQUIRE");
+        c.arg(key)
+            .arg(owner)
+            .arg(wire_ms(ttl))
+            .arg("BLOCK")
+            .arg(wire_ms(wait));
+        match node.blocking_query(c, wait + self.step_timeout).await {
+            Ok(Value::Int(t)) if t > 0 => {}
+            // Timed out (nil), failed, or the node went away: the loop asks again.
+            _ => return not_granted,
+        }
+        let start = Instant::now();
+        match self.acquire_round(key, owner, ttl).await {
+            RoundEnd::Done(r) => {
+                self.round_start = Some(start);
+                r
+            }
+            // Every node refused, the wait node included (it lost our grant meanwhile, e.g.
+            // it restarted): the loop asks again.
+            RoundEnd::Refused(_) => not_granted,
         }
     }
 
@@ -628,9 +755,21 @@ impl Transport for QuorumTransport {
         std::mem::take(&mut self.retired)
     }
 
+    fn take_round_start(&mut self) -> Option<Instant> {
+        self.round_start.take()
+    }
+
     async fn release(&mut self, key: &str, owner: &str, token: u64) -> Result<bool, CommandError> {
         let n = self.nodes.len();
         let pairs: Vec<(usize, u64)> = (0..n).map(|i| (i, self.held[i].unwrap_or(token))).collect();
+        // Q10: the wait node's RELEASE is sent last (all are sent at once, without waiting
+        // for replies). Its release wakes the one follower waiting there, whose next round
+        // should find the other nodes already free: their RELEASEs left before it, and the
+        // wake plus that round take at least a round trip more. A round that still overtakes
+        // one on another node is refused there and falls back to polling. Order only
+        // affects liveness: a release frees, it never grants.
+        let mut pairs = pairs;
+        pairs.sort_by_key(|p| p.0 == self.wait_node);
         let released = self.release_on(key, owner, &pairs).await;
         self.held = vec![None; n];
         Ok(released > 0)
@@ -693,6 +832,13 @@ impl Transport for Nodes {
         }
     }
 
+    fn take_round_start(&mut self) -> Option<Instant> {
+        match self {
+            Nodes::One(t) => t.take_round_start(),
+            Nodes::Quorum(t) => t.take_round_start(),
+        }
+    }
+
     async fn acquire(
         &mut self,
         key: &str,
@@ -747,11 +893,26 @@ impl Elector<Nodes> {
         urls: &[String],
         control: QuorumControl,
     ) -> Result<Self, LeaseError> {
+        Self::with_nodes_options(config, urls, control, &ConnectOptions::default())
+    }
+
+    /// [`Elector::with_nodes`] with TLS files and credentials ([`ConnectOptions`]) applied to
+    /// every node URL, in quorum mode as with one node.
+    pub fn with_nodes_options(
+        config: ElectorConfig,
+        urls: &[String],
+        control: QuorumControl,
+        opts: &ConnectOptions,
+    ) -> Result<Self, LeaseError> {
         config.validate()?;
         let t = match urls {
             [] => return Err(LeaseError::Config("no redis url".into())),
-            [one] => Nodes::One(RedisTransport::new(one, decide::connect_timeout(&config))?),
-            many => Nodes::Quorum(QuorumTransport::new(many, &config, control)?),
+            [one] => Nodes::One(RedisTransport::with_options(
+                one,
+                opts,
+                decide::connect_timeout(&config),
+            )?),
+            many => Nodes::Quorum(QuorumTransport::with_options(many, &config, control, opts)?),
         };
         Elector::with_transport(config, t)
     }

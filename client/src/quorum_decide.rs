@@ -307,6 +307,42 @@ pub fn after_renew(control: QuorumControl, replies: &[NodeReply<bool>]) -> After
     }
 }
 
+/// The node every follower waits on (protocol Q10): the one with the smallest URL, so that
+/// every elector of one membership (the same node set, in any order) picks the same node.
+/// Why one node and not all: waiting with `BLOCK` on every node would let a release wake a
+/// *different* follower on each node (each node wakes its own first waiter), a split vote
+/// every time; on one node exactly one follower wakes, holding that node, and its next round
+/// meets the other nodes just freed by the same release round.
+pub fn wait_node(urls: &[String]) -> usize {
+    (0..urls.len())
+        .min_by(|&a, &b| urls[a].cmp(&urls[b]))
+        .unwrap_or(0)
+}
+
+/// How long to wait on the wait node after a round that made no reign (Q10), or `None` to
+/// return "not granted" at once (the loop then pauses and polls, as before Q10).
+///
+/// Wait only when the round released nothing (a round that released partial grants retired
+/// its owner: the loop must take the next one first, Q4) and the wait node itself answered
+/// "held" (someone holds it: its release or expiry is what wakes us; a node that was silent
+/// or failed would only make us wait for nothing). The wait is the loop's BLOCK budget minus
+/// two steps (the round before and the round after the wake must fit in the loop's limit for
+/// one blocking acquire, `block + op_timeout`), and at most `cap` (the renew interval): only
+/// the wait node can wake us, so if it stops answering while the rest of the nodes free up
+/// (frozen, cut off), the next round comes after at most `cap` instead of the whole BLOCK.
+pub fn wait_after_refusal(
+    replies: &[NodeReply<Option<u64>>],
+    wait_node: usize,
+    released_any: bool,
+    block: Option<std::time::Duration>,
+    op_timeout: std::time::Duration,
+    cap: std::time::Duration,
+) -> Option<std::time::Duration> {
+    let b = block?.checked_sub(op_timeout)?.min(cap);
+    let held = matches!(replies.get(wait_node), Some(Some(Ok(None))));
+    (held && !released_any && b >= std::time::Duration::from_millis(1)).then_some(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,6 +616,66 @@ mod identity_tests {
             quarantine(s(1), s(30), 0.01).as_millis(),
             30_303,
             "stretched by the drift bound"
+        );
+    }
+}
+
+#[cfg(test)]
+mod wait_tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn every_order_of_one_node_set_waits_on_the_same_node() {
+        let a: Vec<String> = ["redis://c:1", "redis://a:1", "redis://b:1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut b = a.clone();
+        b.reverse();
+        assert_eq!(a[wait_node(&a)], "redis://a:1");
+        assert_eq!(b[wait_node(&b)], "redis://a:1");
+        assert_eq!(wait_node(&[]), 0);
+    }
+
+    #[test]
+    fn waits_only_when_the_wait_node_is_held_and_nothing_was_released() {
+        let held = vec![Some(Ok(None)), Some(Ok(None)), None];
+        let b = Some(ms(5000));
+        let op = ms(200);
+        assert_eq!(
+            wait_after_refusal(&held, 0, false, b, op, ms(9000)),
+            Some(ms(4800))
+        );
+        // The wait node silent or failed: nothing would wake us in time.
+        assert_eq!(wait_after_refusal(&held, 2, false, b, op, ms(9000)), None);
+        let failed = vec![Some(Err(ErrorKind::Timeout)), Some(Ok(None))];
+        assert_eq!(wait_after_refusal(&failed, 0, false, b, op, ms(9000)), None);
+        // The round released partial grants: its owner is retired (Q4), the loop goes first.
+        assert_eq!(wait_after_refusal(&held, 0, true, b, op, ms(9000)), None);
+        // The wait node granted us (a partial grant): not a refusal.
+        let granted = vec![Some(Ok(Some(7))), Some(Ok(None)), Some(Ok(None))];
+        assert_eq!(
+            wait_after_refusal(&granted, 0, false, b, op, ms(9000)),
+            None
+        );
+        // At most the cap: a wait node that stops answering must not hold us for the BLOCK.
+        assert_eq!(
+            wait_after_refusal(&held, 0, false, b, op, ms(333)),
+            Some(ms(333))
+        );
+        // No BLOCK budget (an unconfirmed grant's re-ask) or too little of it.
+        assert_eq!(
+            wait_after_refusal(&held, 0, false, None, op, ms(9000)),
+            None
+        );
+        assert_eq!(
+            wait_after_refusal(&held, 0, false, Some(ms(200)), op, ms(9000)),
+            None
         );
     }
 }

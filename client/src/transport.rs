@@ -92,6 +92,15 @@ pub trait Transport: Send + 'static {
     fn take_retired_owner(&mut self) -> bool {
         false
     }
+
+    /// The instant before the sends of the commands the last `acquire`'s grant rests on, when
+    /// it is later than the instant the loop took before calling `acquire` (once; `None`
+    /// otherwise). Quorum mode waits on one node and then runs a fresh round (protocol Q10):
+    /// every node counted in that round set its expiry after this instant, so the loop may
+    /// measure the deadline from it instead of from before the wait.
+    fn take_round_start(&mut self) -> Option<tokio::time::Instant> {
+        None
+    }
 }
 
 /// [`Transport`] over one multiplexed `redis` connection, opened lazily and dropped (so the

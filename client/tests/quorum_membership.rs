@@ -36,7 +36,7 @@ type Run = tokio::task::JoinHandle<
 fn spawn(
     mut e: Elector<Nodes>,
 ) -> (
-    tokio::sync::watch::Receiver<redis_lease_client::Leadership>,
+    tokio::sync::watch::Receiver<redis_lease_client::Role>,
     redis_lease_client::ElectorHandle,
     Run,
 ) {
@@ -47,7 +47,7 @@ fn spawn(
 }
 
 async fn wait_leader(
-    rx: &tokio::sync::watch::Receiver<redis_lease_client::Leadership>,
+    rx: &tokio::sync::watch::Receiver<redis_lease_client::Role>,
     within: Duration,
 ) -> u64 {
     let end = Instant::now() + within;
@@ -129,7 +129,7 @@ async fn without_the_membership_id_they_do_lead_together() {
 
 /// Asserts `rx` shows no leader for `d`.
 async fn never_leads(
-    rx: &tokio::sync::watch::Receiver<redis_lease_client::Leadership>,
+    rx: &tokio::sync::watch::Receiver<redis_lease_client::Role>,
     d: Duration,
     why: &str,
 ) {

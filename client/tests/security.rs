@@ -160,8 +160,19 @@ fn tls_server() -> Option<Tls> {
     make_ca(dir.path(), "other-ca");
     make_leaf(dir.path(), "ca", "server", "serverAuth");
     make_leaf(dir.path(), "ca", "client", "clientAuth");
+    let (server, tls_port) = tls_server_in(dir.path(), ELECTOR);
+    Some(Tls {
+        dir,
+        server,
+        tls_port,
+    })
+}
+
+/// A TLS server with the certificates in `dir` (made by `tls_server`'s steps) and the user
+/// `elector` (password `elector-pw`) under `rules`.
+fn tls_server_in(dir: &Path, rules: &str) -> (RedisServer, u16) {
     let tls_port = free_port();
-    let p = |f: &str| dir.path().join(f).display().to_string();
+    let p = |f: &str| dir.join(f).display().to_string();
     let opts = ServerOptions::default().extra_args(&[
         "--tls-port",
         &tls_port.to_string(),
@@ -179,15 +190,95 @@ fn tls_server() -> Option<Tls> {
     let mut admin = server.connection();
     let mut c = redis::cmd("ACL");
     c.arg("SETUSER").arg("elector").arg("on").arg(">elector-pw");
-    for r in ELECTOR.split_whitespace() {
+    for r in rules.split_whitespace() {
         c.arg(r);
     }
     c.query::<()>(&mut admin).unwrap();
-    Some(Tls {
-        dir,
-        server,
-        tls_port,
-    })
+    (server, tls_port)
+}
+
+/// docs/security.md's quorum-mode elector recipe (the same text as QUORUM_ELECTOR in
+/// client/tests/quorum_redis.rs).
+const QUORUM_ELECTOR: &str = "resetkeys resetchannels -@all +lease.acquire +lease.renew +lease.release +lease.get +wait +lease.raise +info ~leases:*";
+
+/// Quorum mode over mutual TLS with the least-privilege user (issue 27): three TLS servers of
+/// one PKI, the CA file, client certificate and credentials applied to every node. Would
+/// catch: the quorum transport ignoring ConnectOptions (no client certificate: the servers
+/// refuse the handshake; no credentials: NOAUTH), or a recipe lacking what quorum mode sends.
+#[test]
+fn quorum_mode_over_mutual_tls_with_the_elector_user_leads_on_every_node() {
+    use redis_lease_client::{Elector, ElectorConfig, QuorumControl};
+    if !have_openssl() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    make_ca(dir.path(), "ca");
+    make_leaf(dir.path(), "ca", "server", "serverAuth");
+    make_leaf(dir.path(), "ca", "client", "clientAuth");
+    let nodes: Vec<(RedisServer, u16)> = (0..3)
+        .map(|_| tls_server_in(dir.path(), QUORUM_ELECTOR))
+        .collect();
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|(_, port)| format!("rediss://elector@127.0.0.1:{port}/"))
+        .collect();
+    let opts = ConnectOptions {
+        ca_cert_file: Some(dir.path().join("ca.crt")),
+        cert_file: Some(dir.path().join("client.crt")),
+        key_file: Some(dir.path().join("client.key")),
+        password: Some("elector-pw".into()),
+        ..Default::default()
+    };
+    let cfg = ElectorConfig::new(&urls[0], "leases:tlsq", Duration::from_secs(2)).with_owner("tq");
+    let mut e =
+        Elector::with_nodes_options(cfg.clone(), &urls, QuorumControl::Correct, &opts).unwrap();
+    let rx = e.subscribe();
+    let h = e.handle();
+    rt().block_on(async move {
+        let j =
+            tokio::spawn(async move { e.run(|ctx| async move { ctx.cancelled().await }).await });
+        let end = Instant::now() + Duration::from_secs(10);
+        let token = loop {
+            if let Some(t) = rx.borrow().token() {
+                break t;
+            }
+            assert!(Instant::now() < end, "no reign over TLS in quorum mode");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        for (srv, _) in &nodes {
+            let mut c = srv.connection();
+            let v: Option<(String, u64, u64)> = redis::cmd("LEASE.GET")
+                .arg("leases:tlsq")
+                .query(&mut c)
+                .unwrap();
+            let (owner, t, _) = v.expect("held on every node");
+            assert!(owner.starts_with("tq#"), "{owner}");
+            assert_eq!(t, token, "one raised token on every node");
+        }
+        println!("quorum reign {token} over mutual TLS on 3 nodes as user elector");
+        h.resign();
+        let _ = j.await;
+    });
+    // Without the client certificate the servers refuse every node: no reign, a clear error.
+    let bare = ConnectOptions {
+        ca_cert_file: opts.ca_cert_file.clone(),
+        password: opts.password.clone(),
+        ..Default::default()
+    };
+    let mut e = Elector::with_nodes_options(cfg, &urls, QuorumControl::Correct, &bare).unwrap();
+    let rx = e.subscribe();
+    let h = e.handle();
+    rt().block_on(async move {
+        let j =
+            tokio::spawn(async move { e.run(|ctx| async move { ctx.cancelled().await }).await });
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(
+            rx.borrow().token().is_none(),
+            "led without a client certificate"
+        );
+        h.resign();
+        let _ = j.await;
+    });
 }
 
 fn rt() -> tokio::runtime::Runtime {

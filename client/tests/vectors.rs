@@ -8,7 +8,10 @@ use std::time::Duration;
 use redis_lease_client::decide::{
     self, AcquireDecision, ReignEvent, RenewDecision, StepDownReason,
 };
-use redis_lease_client::{CommandError, ElectorConfig, ErrorKind, Replicated};
+use redis_lease_client::quorum_decide::{
+    self as qd, AfterAcquire, AfterRenew, IdentityCheck, NodeReply, NotLeading,
+};
+use redis_lease_client::{CommandError, ElectorConfig, ErrorKind, QuorumControl, Replicated};
 use serde_json::{json, Map, Value};
 use tokio::time::Instant;
 
@@ -86,6 +89,7 @@ fn kind_of(label: &str, grace_us: Option<&Value>) -> ErrorKind {
         "rejected" => ErrorKind::Rejected("x".into()),
         "server" => ErrorKind::Server("X".into()),
         "protocol" => ErrorKind::Protocol,
+        "membership" => ErrorKind::Membership,
         other => panic!("unknown error kind {other}"),
     }
 }
@@ -125,6 +129,19 @@ fn renew_result(r: &Value) -> Result<Replicated<bool>, CommandError> {
         "error" => Err(error_of(r)),
         other => panic!("unknown renew reply {other}"),
     }
+}
+
+/// A round's replies, one per node in node order; `null` = no reply before the step's limit.
+fn node_replies<T>(
+    input: &Value,
+    one: impl Fn(&Value) -> Result<T, ErrorKind>,
+) -> Vec<NodeReply<T>> {
+    input["replies"]
+        .as_array()
+        .expect("replies")
+        .iter()
+        .map(|r| if r.is_null() { None } else { Some(one(r)) })
+        .collect()
 }
 
 fn reason(label: &str) -> StepDownReason {
@@ -269,6 +286,92 @@ fn run_case(decision: &str, cfg: Option<ElectorConfig>, input: &Value, clock: &C
                 other => panic!("unknown event {other}"),
             };
             json!({"reign": decide::next_reign(input["reign"].as_u64().expect("reign"), event)})
+        }
+        "quorum_after_acquire" => {
+            let replies: Vec<NodeReply<Option<u64>>> = node_replies(input, |r| {
+                acquire_result(r).map(|x| x.value).map_err(|e| e.kind)
+            });
+            match qd::after_acquire(QuorumControl::Correct, &replies, 0) {
+                AfterAcquire::Raise { target, nodes } => {
+                    json!({"action": "raise", "target": target, "nodes": nodes})
+                }
+                AfterAcquire::Abort { release, outcome } => {
+                    let partial: Vec<[u64; 2]> =
+                        release.iter().map(|&(i, t)| [i as u64, t]).collect();
+                    let (outcome, kind, grace) = match outcome {
+                        NotLeading::NotGranted => ("not_granted", Value::Null, Value::Null),
+                        NotLeading::WrongMembership => {
+                            ("membership_mismatch", Value::Null, Value::Null)
+                        }
+                        NotLeading::Error(k) => {
+                            let grace = match &k {
+                                ErrorKind::Grace(d) => json!(us(*d)),
+                                _ => Value::Null,
+                            };
+                            ("error", json!(k.label()), grace)
+                        }
+                    };
+                    json!({"action": "abort", "partial": partial, "outcome": outcome,
+                           "error_kind": kind, "grace_us": grace})
+                }
+                AfterAcquire::ActUnified { .. } => panic!("ActUnified is a control"),
+            }
+        }
+        "quorum_after_renew" => {
+            let replies: Vec<NodeReply<bool>> = node_replies(input, |r| {
+                renew_result(r).map(|x| x.value).map_err(|e| e.kind)
+            });
+            let action = match qd::after_renew(QuorumControl::Correct, &replies) {
+                AfterRenew::Renewed => "renewed",
+                AfterRenew::Lost => "lost",
+                AfterRenew::Unknown => "unknown",
+            };
+            let confirmed = qd::raise_confirmed(QuorumControl::Correct, &replies, replies.len());
+            json!({"action": action, "confirmed": confirmed})
+        }
+        "quorum_wait" => {
+            let urls: Vec<String> = input["urls"]
+                .as_array()
+                .expect("urls")
+                .iter()
+                .map(|u| u.as_str().expect("url").to_string())
+                .collect();
+            let replies: Vec<NodeReply<Option<u64>>> = node_replies(input, |r| {
+                acquire_result(r).map(|x| x.value).map_err(|e| e.kind)
+            });
+            let node = qd::wait_node(&urls);
+            let block = input["block_us"].as_u64().map(Duration::from_micros);
+            let c = cfg();
+            let wait = qd::wait_after_refusal(
+                &replies,
+                node,
+                input["released_any"].as_bool().expect("released_any"),
+                block,
+                c.op_timeout,
+                c.renew_interval,
+            );
+            json!({"wait_node": node, "wait_us": wait.map(us)})
+        }
+        "quorum_identity" => {
+            let known: Vec<Option<String>> = input["known"]
+                .as_array()
+                .expect("known")
+                .iter()
+                .map(|k| k.as_str().map(str::to_string))
+                .collect();
+            let me = input["me"].as_u64().expect("me") as usize;
+            let (check, of) =
+                match qd::check_identity(me, input["seen"].as_str().expect("seen"), &known) {
+                    IdentityCheck::First => ("first", Value::Null),
+                    IdentityCheck::Same => ("same", Value::Null),
+                    IdentityCheck::Changed => ("changed", Value::Null),
+                    IdentityCheck::Duplicate { of } => ("duplicate", json!(of)),
+                };
+            json!({"check": check, "of": of})
+        }
+        "quorum_quarantine" => {
+            let c = cfg();
+            json!({"quarantine_us": us(qd::quarantine(c.ttl, dur(&input["node_quarantine_us"]), c.drift))})
         }
         other => panic!("unknown decision {other}: this client does not implement it"),
     }

@@ -312,6 +312,10 @@ impl<T: Transport + Sync> Transport for ReuseOwner<T> {
     fn take_retired_owner(&mut self) -> bool {
         self.inner.take_retired_owner()
     }
+
+    fn take_round_start(&mut self) -> Option<tokio::time::Instant> {
+        self.inner.take_round_start()
+    }
 }
 
 impl Work {

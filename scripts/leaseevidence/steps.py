@@ -276,6 +276,24 @@ def quorum_long(ev: Evidence) -> None:
                 {"crash_failover_p99_ms": 2000})
 
 
+def quorum_handover(ev: Evidence) -> None:
+    """Hand-over on resign, quorum mode beside one primary, same seed and machine in one run
+    (issue 27: within 2x at p50). Followers in quorum mode wait on one node, then run one
+    round (client-protocol.md Q10); with one primary they BLOCK."""
+    ttl, grace = 1000, 1000
+    args = ["--runs", "3", "--electors", "3", "--seconds", "30", "--fault", "resign",
+            "--seed", "17"]
+    q = ev.campaign("quorum3_handover", ["--topology", "quorum3"] + args, ttl, grace, {})
+    one = ev.campaign("replica_handover", ["--topology", "replica"] + args, ttl, grace, {})
+    qp, op = q.get("handover_p50_ms"), one.get("handover_p50_ms")
+    if isinstance(qp, (int, float)) and isinstance(op, (int, float)) and op > 0:
+        ev.add("quorum3_handover", "ratio_p50_to_one_primary", round(qp / op, 2), "ratio",
+               "quorum3_handover/handover_p50_ms / replica_handover/handover_p50_ms")
+        ev.check(qp <= 2 * op, f"quorum hand-over p50 {qp} ms above 2x one primary's {op} ms")
+    else:
+        ev.check(False, "quorum_handover: no hand-over measured")
+
+
 def netns(ev: Evidence) -> None:
     """Kernel faults on each elector's veth link (docs/evidence.md §2; needs root), and the
     clock-rate pair: within the drift allowance (x1.005) no violation; beyond it (x0.95, the
@@ -503,6 +521,8 @@ STEPS: tuple[Step, ...] = (
     Step("fuzz", fuzz, full=True, quick=False),
     # The 100-run quorum campaign, about 40 minutes: only when named in --steps.
     Step("quorum_long", quorum_long, full=False, quick=False),
+    # Quorum hand-over beside one primary's, about 4 minutes: only when named in --steps.
+    Step("quorum_handover", quorum_handover, full=False, quick=False),
     # Kernel faults and clock-rate drift (root): only when named in --steps.
     Step("netns", netns, full=False, quick=False),
 )

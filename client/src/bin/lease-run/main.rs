@@ -17,7 +17,7 @@ use std::time::Duration;
 use clap::Parser;
 use nix::sys::signal::Signal;
 use redis_lease_client::{
-    Elector, ElectorConfig, LeaderContext, Nodes, RedisTransport, Role, RunOutcome,
+    Elector, ElectorConfig, LeaderContext, Nodes, QuorumControl, RedisTransport, Role, RunOutcome,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::signal::unix::{signal, SignalKind};
@@ -334,12 +334,9 @@ async fn run(cli: Cli) -> i32 {
     let connect_timeout = redis_lease_client::decide::connect_timeout(&cfg);
     let elector = opts.and_then(|o| {
         if cli.redis.len() > 1 {
-            // Quorum mode (docs/quorum.md): every node would need the same TLS files and
-            // credentials; not supported yet, so refuse rather than connect without them.
-            if o.has_tls_files() || o.username.is_some() || o.password.is_some() {
-                return Err("TLS files and separate credentials are not supported with several --redis (quorum mode) yet".to_string());
-            }
-            Elector::with_nodes(cfg, &cli.redis).map_err(|e| e.to_string())
+            // Quorum mode (docs/quorum.md): the same TLS files and credentials on every node.
+            Elector::with_nodes_options(cfg, &cli.redis, QuorumControl::Correct, &o)
+                .map_err(|e| e.to_string())
         } else {
             RedisTransport::with_options(&cli.redis[0], &o, connect_timeout)
                 .and_then(|t| Elector::with_transport(cfg, Nodes::One(t)))
