@@ -10,7 +10,8 @@
 
 use crate::args::Args;
 use crate::procs::{
-    die_with_parent, faketime_lib, newer_server, shut_down, signal, spawn_resource, Proc,
+    die_with_parent, faketime_lib, leader_slot, newer_server, shut_down, signal, spawn_resource,
+    Proc,
 };
 use crate::{check_one, run_dirs};
 use lease_harness::checker::Summary;
@@ -515,11 +516,6 @@ impl Server {
         self.srv.query(args)
     }
 
-    /// Owner of the live lease, if any.
-    fn lease_owner(&self) -> Option<String> {
-        lease_owner(&self.srv)
-    }
-
     async fn wait_replica_link(&self) -> bool {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -548,24 +544,6 @@ impl Server {
         self.srv
             .try_restart_with(opts)
             .map_err(|e| format!("redis {}: {e}", self.name))
-    }
-}
-
-/// Owner of the live lease on `srv`, if any.
-fn lease_owner(srv: &RedisServer) -> Option<String> {
-    let v: redis::Value = srv.query(&["LEASE.GET", KEY]).ok()?;
-    match v {
-        redis::Value::Array(items) => match items.first() {
-            Some(redis::Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
-            _ => None,
-        },
-        redis::Value::Map(kv) => kv.iter().find_map(|(k, v)| match (k, v) {
-            (redis::Value::BulkString(k), redis::Value::BulkString(v)) if k == b"owner" => {
-                Some(String::from_utf8_lossy(v).into_owned())
-            }
-            _ => None,
-        }),
-        _ => None,
     }
 }
 
@@ -667,17 +645,9 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The slot whose elector holds the lease now, by asking the primary.
+    /// The slot whose elector leads now, from the electors' own histories.
     fn leader(&mut self) -> Option<usize> {
-        let owner = match (&self.primary, &self.sentinel) {
-            (Some(p), _) => p.lease_owner()?,
-            (None, Some(t)) => lease_owner(&t.nodes[t.primary_index()?])?,
-            (None, None) => return None,
-        };
-        let id = owner.split('-').next()?;
-        self.slots
-            .iter_mut()
-            .position(|s| s.proc.as_mut().is_some_and(|p| p.id == id && p.alive()))
+        leader_slot(&self.dir, self.slots.iter_mut().map(|s| s.proc.as_mut()))
     }
 
     /// The primary of the replica topology.

@@ -36,7 +36,8 @@
 use crate::args::Args;
 use crate::check_one;
 use crate::procs::{
-    die_with_parent, faketime_lib, newer_server, shut_down, signal, spawn_resource, Proc,
+    die_with_parent, faketime_lib, leader_slot, newer_server, shut_down, signal, spawn_resource,
+    Proc,
 };
 use lease_harness::checker::Summary;
 use lease_harness::clock::mono_ns;
@@ -391,16 +392,6 @@ impl Node {
         cmd.query(&mut con)
     }
 
-    fn lease_owner(&self) -> Option<String> {
-        match self.query(&["LEASE.GET", KEY]).ok()? {
-            redis::Value::Array(items) => match items.first() {
-                Some(redis::Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
-                _ => None,
-            },
-            _ => None,
-        }
-    }
-
     fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
             signal(c.id(), libc::SIGCONT);
@@ -557,17 +548,10 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The slot whose elector holds the lease on a majority of nodes.
+    /// The slot whose elector leads now (holds the lease on a majority, by its own
+    /// history: its `grant` is recorded once a majority granted).
     fn leader(&mut self) -> Option<usize> {
-        let owners: Vec<String> = self.nodes.iter().filter_map(|n| n.lease_owner()).collect();
-        let need = self.nodes.len() / 2 + 1;
-        let owner = owners
-            .iter()
-            .find(|o| owners.iter().filter(|x| x == o).count() >= need)?;
-        let id = owner.split('-').next()?.to_string();
-        self.slots
-            .iter_mut()
-            .position(|s| s.proc.as_mut().is_some_and(|p| p.id == id && p.alive()))
+        leader_slot(&self.dir, self.slots.iter_mut().map(|s| s.proc.as_mut()))
     }
 
     fn ttl(&self, factor: f64) -> Duration {
