@@ -1,7 +1,7 @@
 //! `lease-harness`: one binary, one subcommand per process role.
 //!
-//! - `run`: the orchestrator (Redis primary + replica, resource, electors, proxies, faults,
-//!   then the checker). `scripts/chaos` wraps it.
+//! - `run`: the campaign driver (`driver/`: a backend in some topology, resource, electors,
+//!   proxies, faults, then the checker). `scripts/chaos` wraps it.
 //! - `elector`: one elector process (the client library's election loop + the work loop).
 //! - `resource`: the protected resource process.
 //! - `check DIR...`: the checker over recorded run folders (exit 1 on any violation).
@@ -11,11 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod args;
+mod driver;
 mod elector;
 mod netns;
-mod orchestrate;
 mod procs;
-mod quorum;
 
 use args::Args;
 
@@ -59,11 +58,9 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let sub = argv.remove(0);
-    let quorum = quorum::wanted(&argv);
     let args = Args::new(argv);
     let res = match sub.as_str() {
-        "run" if quorum => quorum::main(args),
-        "run" => orchestrate::main(args),
+        "run" => driver::main(args),
         "elector" => elector::main(args),
         "resource" => resource_main(args),
         "check" => check_main(args),
@@ -193,8 +190,7 @@ mod tests {
     fn every_usage_option_is_parsed() {
         let parsers = [
             include_str!("main.rs"),
-            include_str!("orchestrate.rs"),
-            include_str!("quorum.rs"),
+            include_str!("driver/cli.rs"),
             include_str!("elector.rs"),
         ]
         .concat();

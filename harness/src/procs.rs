@@ -1,5 +1,5 @@
-//! What both topologies' orchestrators (`orchestrate.rs`: replica and Sentinel; `quorum.rs`:
-//! independent primaries) need to start and stop their child processes.
+//! What the campaign driver (`driver/`) needs to start and stop its child processes, and to
+//! find the leader among them.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
