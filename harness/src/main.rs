@@ -47,7 +47,11 @@ faults: kill pause partition blackhole delay resign restart restart-aof failover
                     ... (quorum mode, docs/quorum.md; an external elector gets one --redis per node;
                     faults: kill pause partition split resign node-kill node-restart
                     node-restart-aof node-partition node-pause node-clock-jump node-failover
-                    node-split-brain late-delivery; [--elector-mode safe|reuse-owner])";
+                    node-split-brain late-delivery; [--elector-mode safe|reuse-owner])
+  lease-harness run --topology etcd --elector-cmd \"PROGRAM ARGS\" ...
+                    (one etcd server, for peer electors; they get --redis http://...;
+                    faults: kill pause partition blackhole delay resign restart restart-aof
+                    node-kill node-pause node-partition; the others print why they do not apply)";
 
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().skip(1).collect();

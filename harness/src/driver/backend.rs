@@ -1,7 +1,7 @@
 //! The coordination service under test, as the driver sees it: N nodes that electors reach
 //! through their own proxy to each (or directly, [`Backend::direct_url`]), and what a fault
 //! can do to one node. Redis (replica, Sentinel, quorum of N primaries) is
-//! `backend_redis.rs`; what only Redis can do (replication failovers, `CLIENT PAUSE`) is
+//! `backend_redis.rs`, one etcd server `backend_etcd.rs`; what only Redis can do (replication failovers, `CLIENT PAUSE`) is
 //! reached through [`Backend::redis`].
 
 use super::backend_redis::RedisBackend;
@@ -18,6 +18,11 @@ pub(crate) trait Backend {
     /// Where node `k` listens now: the target of every elector's proxy for it.
     fn node_addr(&self, k: usize) -> SocketAddr;
 
+    /// The URL an elector is given for a node reached at `addr` (its proxy).
+    fn node_url(&self, addr: SocketAddr) -> String {
+        format!("redis://{addr}/")
+    }
+
     /// The one URL every elector is given when there are no per-node proxies (Sentinel).
     fn direct_url(&self) -> Option<String> {
         None
@@ -31,6 +36,11 @@ pub(crate) trait Backend {
 
     /// Start node `k` again on its port with whatever data it kept; returns once it answers.
     fn restart(&mut self, k: usize) -> Result<(), String>;
+
+    /// What a restart keeps, for the fault record (`kill -9, <this>`).
+    fn kept(&self) -> &'static str {
+        "AOF everysec kept"
+    }
 
     /// Send `sig` (SIGSTOP, SIGCONT) to node `k`'s process.
     fn signal(&self, k: usize, sig: i32);

@@ -199,6 +199,7 @@ impl RedisBackend {
                     b.replicas.push(r);
                 }
             }
+            Topology::Etcd => return Err("the etcd topology has no Redis servers".into()),
         }
         Ok(b)
     }

@@ -74,6 +74,41 @@ pub const QUORUM_FAULTS: &[&str] = &[
     "late-delivery",
 ];
 
+/// Faults of `--topology etcd` (its default set): the elector faults through the proxy and
+/// what one etcd server can suffer (kill -9 with its data kept or wiped, down for a while,
+/// SIGSTOP, every elector cut from it).
+pub const ETCD_FAULTS: &[&str] = &[
+    "kill",
+    "pause",
+    "partition",
+    "blackhole",
+    "delay",
+    "resign",
+    "restart",
+    "restart-aof",
+    "node-kill",
+    "node-pause",
+    "node-partition",
+];
+
+/// Why a fault of another topology does not apply to etcd (printed when asked for).
+fn etcd_why_not(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "clock-jump" | "node-clock-jump" => {
+            "etcd is a Go program: it reads the clock through the vDSO, which libfaketime does not reach"
+        }
+        "late-delivery" => {
+            "the proxy holds Redis commands by name (RESP); etcd speaks gRPC over HTTP/2"
+        }
+        "failover" | "node-failover" | "node-split-brain" | "failover-coordinated"
+        | "split-brain" => "one etcd server has no replica to promote",
+        "client-pause" => "CLIENT PAUSE is a Redis command",
+        "sentinel-failover" => "Redis Sentinel only",
+        "split" => "split cuts an elector from a majority of several nodes; etcd here is one",
+        _ => return None,
+    })
+}
+
 /// How the coordination service of a run is laid out.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Topology {
@@ -88,6 +123,8 @@ pub enum Topology {
     /// same layout); each elector has its own proxy to every node. `node_replicas`: every node
     /// has a replica (the node-failover faults need one).
     Quorum { nodes: usize, node_replicas: bool },
+    /// One etcd server (backend_etcd.rs); only peer electors (`--elector-cmd`) speak it.
+    Etcd,
 }
 
 impl Topology {
@@ -97,6 +134,7 @@ impl Topology {
             Topology::Replica => FAULTS,
             Topology::Sentinel { .. } => SENTINEL_FAULTS,
             Topology::Quorum { .. } => QUORUM_FAULTS,
+            Topology::Etcd => ETCD_FAULTS,
         }
     }
 
@@ -118,6 +156,7 @@ impl Topology {
             Topology::Replica => "replica",
             Topology::Sentinel { .. } => "sentinel",
             Topology::Quorum { .. } => "quorum",
+            Topology::Etcd => "etcd",
         }
     }
 
@@ -174,6 +213,7 @@ impl Config {
                 None => "replica".into(),
             },
             Topology::Quorum { nodes, .. } => format!("quorum{nodes}"),
+            Topology::Etcd => "etcd".into(),
         };
         let modes = if self.topology.is_quorum() {
             format!("control={} skew_ms={}", self.control, self.skew_ms)
@@ -238,9 +278,10 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
             nodes: 5,
             node_replicas: false,
         },
+        Some("etcd") => Topology::Etcd,
         Some(t) => {
             return Err(format!(
-                "unknown --topology {t} (replica, sentinel, quorum1, quorum3, quorum5)"
+                "unknown --topology {t} (replica, sentinel, quorum1, quorum3, quorum5, etcd)"
             ))
         }
     };
@@ -372,6 +413,39 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
             }
         }
     }
+    if topology == Topology::Etcd {
+        // Asked for by name (or a shared list): say why each is left out, never drop it
+        // silently; nothing left is a mistake.
+        faults.retain(|f| match etcd_why_not(f) {
+            Some(why) => {
+                println!("notice: {f} left out: {why}");
+                false
+            }
+            None => true,
+        });
+        if faults.is_empty() {
+            return Err("no fault left that applies to the etcd topology".into());
+        }
+        if elector_cmd.is_none() {
+            return Err(
+                "--topology etcd needs --elector-cmd (a peer elector that speaks etcd, peers/); \
+                 ours speaks Redis"
+                    .into(),
+            );
+        }
+        let bin = std::env::var("ETCD_BIN").unwrap_or_else(|_| "etcd".into());
+        let found = std::process::Command::new(&bin)
+            .arg("--version")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !found {
+            return Err(format!(
+                "{bin} not found or not working (scripts/setup --peers installs etcd-server, or set ETCD_BIN)"
+            ));
+        }
+    }
     let known = topology.known_faults();
     if let Some(bad) = faults
         .iter()
@@ -422,7 +496,7 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
     }
     // Absolute: redis-server changes into its --dir before loading modules.
     let module = std::fs::canonicalize(&module).unwrap_or(module);
-    if !module.exists() {
+    if !module.exists() && topology != Topology::Etcd {
         return Err(format!(
             "module not found at {} (cargo build -p redis-lease, or --module)",
             module.display()
@@ -484,4 +558,44 @@ fn default_module() -> Result<PathBuf, String> {
         dir.pop();
     }
     Ok(dir.join("libredis_lease.so"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_err(words: &str) -> String {
+        let argv = words.split_whitespace().map(str::to_string).collect();
+        parse(Args::new(argv)).err().unwrap_or_default()
+    }
+
+    #[test]
+    fn an_option_of_another_topology_is_refused_by_name() {
+        assert!(parse_err("--skew-ms 5").contains("--skew-ms applies to the quorum"));
+        let e = parse_err("--topology quorum3 --down-after-ms 9");
+        assert!(e.contains("--down-after-ms applies to the sentinel"), "{e}");
+        let e = parse_err("--topology quorum3 --min-replicas-max-lag 1");
+        assert!(e.contains("replica or sentinel"), "{e}");
+        assert!(parse_err("--topology quorum3 --netns").contains("replica topology only"));
+        assert!(parse_err("--topology nope").contains("unknown --topology nope"));
+    }
+
+    #[test]
+    fn etcd_leaves_out_what_it_cannot_do_and_says_why() {
+        for f in [
+            "clock-jump",
+            "late-delivery",
+            "failover",
+            "client-pause",
+            "split",
+        ] {
+            assert!(etcd_why_not(f).is_some(), "{f}");
+            assert!(!ETCD_FAULTS.contains(&f), "{f}");
+        }
+        assert!(ETCD_FAULTS.iter().all(|f| etcd_why_not(f).is_none()));
+        let e = parse_err("--topology etcd --fault clock-jump,late-delivery");
+        assert_eq!(e, "no fault left that applies to the etcd topology");
+        let e = parse_err("--topology etcd --fault kill");
+        assert!(e.contains("needs --elector-cmd"), "{e}");
+    }
 }

@@ -83,7 +83,8 @@ impl Run<'_> {
                 self.backend.kill(k);
                 sleep(d).await;
                 self.backend.restart(k)?;
-                let detail = format!("kill -9, down {} ms, restarted with its AOF", d.as_millis());
+                let kept = self.backend.kept();
+                let detail = format!("kill -9, down {} ms, restarted ({kept})", d.as_millis());
                 self.fault(kind, t, &name, detail, None);
             }
             "node-partition" => {
@@ -251,11 +252,11 @@ impl Run<'_> {
         sleep(Duration::from_millis(50)).await;
         self.backend.restart(k)?;
         let detail = if wipe {
-            "kill -9, data wiped (lost state: grace)"
+            "kill -9, data wiped".to_string()
         } else {
-            "kill -9, AOF everysec kept"
+            format!("kill -9, {}", self.backend.kept())
         };
-        self.fault(kind, t, &name, detail.into(), None);
+        self.fault(kind, t, &name, detail, None);
         if self.single_primary() {
             self.record(RunEvent::RedisUp {
                 t: mono_ns(),

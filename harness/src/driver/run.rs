@@ -4,6 +4,7 @@
 //! and a graceful stop. The checker runs afterwards, over the folder this fills.
 
 use super::backend::Backend;
+use super::backend_etcd::EtcdBackend;
 use super::backend_redis::RedisBackend;
 use super::cli::{Config, Topology};
 use crate::procs::{die_with_parent, leader_slot, shut_down, spawn_resource, Proc};
@@ -70,7 +71,7 @@ impl Run<'_> {
     /// Is the whole backend one primary (its restart or promotion is "Redis back" for the
     /// checker; a quorum node's is not, the others carry on)?
     pub fn single_primary(&self) -> bool {
-        self.cfg.topology == Topology::Replica
+        matches!(self.cfg.topology, Topology::Replica | Topology::Etcd)
     }
 
     pub fn spawn_elector(&mut self, i: usize) -> Result<(), String> {
@@ -81,7 +82,7 @@ impl Run<'_> {
             None => self.slots[i]
                 .proxies
                 .iter()
-                .map(|p| format!("redis://{}/", p.addr()))
+                .map(|p| self.backend.node_url(p.addr()))
                 .collect(),
         };
         if urls.is_empty() {
@@ -194,7 +195,10 @@ pub(crate) async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Re
         .filter(|f| faketime || !clock_fault(f))
         .cloned()
         .collect();
-    let backend: Box<dyn Backend> = Box::new(RedisBackend::start(cfg, dir, faketime).await?);
+    let backend: Box<dyn Backend> = match cfg.topology {
+        Topology::Etcd => Box::new(EtcdBackend::start(dir)?),
+        _ => Box::new(RedisBackend::start(cfg, dir, faketime).await?),
+    };
     let (resource, resource_addr) = spawn_resource(dir, cfg.fence)?;
     let links = if cfg.netns {
         Some(crate::netns::Links::create(cfg.electors as usize)?)
