@@ -1,7 +1,7 @@
 //! The coordination service under test, as the driver sees it: N nodes that electors reach
 //! through their own proxy to each (or directly, [`Backend::direct_url`]), and what a fault
 //! can do to one node. Redis (replica, Sentinel, quorum of N primaries) is
-//! `backend_redis.rs`, one etcd server `backend_etcd.rs`; what only Redis can do (replication failovers, `CLIENT PAUSE`) is
+//! `backend_redis.rs`, one etcd or ZooKeeper server `backend_store.rs`; what only Redis can do (replication failovers, `CLIENT PAUSE`) is
 //! reached through [`Backend::redis`].
 
 use super::backend_redis::RedisBackend;

@@ -199,7 +199,7 @@ impl RedisBackend {
                     b.replicas.push(r);
                 }
             }
-            Topology::Etcd => return Err("the etcd topology has no Redis servers".into()),
+            Topology::Store(s) => return Err(format!("the {} topology has no Redis", s.name())),
         }
         Ok(b)
     }

@@ -2,6 +2,7 @@
 //! The topology is a value ([`Topology`]); each names the faults it knows, and an option or a
 //! fault that does not apply to it is refused with a one-line reason, never dropped.
 
+pub use super::backend_store::{store_why_not, Store, STORE_FAULTS};
 use super::summary::parse_min_faults;
 use crate::args::Args;
 use crate::procs::{faketime_lib, newer_server};
@@ -74,41 +75,6 @@ pub const QUORUM_FAULTS: &[&str] = &[
     "late-delivery",
 ];
 
-/// Faults of `--topology etcd` (its default set): the elector faults through the proxy and
-/// what one etcd server can suffer (kill -9 with its data kept or wiped, down for a while,
-/// SIGSTOP, every elector cut from it).
-pub const ETCD_FAULTS: &[&str] = &[
-    "kill",
-    "pause",
-    "partition",
-    "blackhole",
-    "delay",
-    "resign",
-    "restart",
-    "restart-aof",
-    "node-kill",
-    "node-pause",
-    "node-partition",
-];
-
-/// Why a fault of another topology does not apply to etcd (printed when asked for).
-fn etcd_why_not(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "clock-jump" | "node-clock-jump" => {
-            "etcd is a Go program: it reads the clock through the vDSO, which libfaketime does not reach"
-        }
-        "late-delivery" => {
-            "the proxy holds Redis commands by name (RESP); etcd speaks gRPC over HTTP/2"
-        }
-        "failover" | "node-failover" | "node-split-brain" | "failover-coordinated"
-        | "split-brain" => "one etcd server has no replica to promote",
-        "client-pause" => "CLIENT PAUSE is a Redis command",
-        "sentinel-failover" => "Redis Sentinel only",
-        "split" => "split cuts an elector from a majority of several nodes; etcd here is one",
-        _ => return None,
-    })
-}
-
 /// How the coordination service of a run is laid out.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Topology {
@@ -123,8 +89,9 @@ pub enum Topology {
     /// same layout); each elector has its own proxy to every node. `node_replicas`: every node
     /// has a replica (the node-failover faults need one).
     Quorum { nodes: usize, node_replicas: bool },
-    /// One etcd server (backend_etcd.rs); only peer electors (`--elector-cmd`) speak it.
-    Etcd,
+    /// One etcd or ZooKeeper server (backend_store.rs); only peer electors (`--elector-cmd`)
+    /// speak them.
+    Store(Store),
 }
 
 impl Topology {
@@ -134,7 +101,7 @@ impl Topology {
             Topology::Replica => FAULTS,
             Topology::Sentinel { .. } => SENTINEL_FAULTS,
             Topology::Quorum { .. } => QUORUM_FAULTS,
-            Topology::Etcd => ETCD_FAULTS,
+            Topology::Store(_) => STORE_FAULTS,
         }
     }
 
@@ -156,7 +123,7 @@ impl Topology {
             Topology::Replica => "replica",
             Topology::Sentinel { .. } => "sentinel",
             Topology::Quorum { .. } => "quorum",
-            Topology::Etcd => "etcd",
+            Topology::Store(s) => s.name(),
         }
     }
 
@@ -213,7 +180,7 @@ impl Config {
                 None => "replica".into(),
             },
             Topology::Quorum { nodes, .. } => format!("quorum{nodes}"),
-            Topology::Etcd => "etcd".into(),
+            Topology::Store(s) => s.name().into(),
         };
         let modes = if self.topology.is_quorum() {
             format!("control={} skew_ms={}", self.control, self.skew_ms)
@@ -278,10 +245,11 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
             nodes: 5,
             node_replicas: false,
         },
-        Some("etcd") => Topology::Etcd,
+        Some("etcd") => Topology::Store(Store::Etcd),
+        Some("zookeeper") => Topology::Store(Store::ZooKeeper),
         Some(t) => {
             return Err(format!(
-                "unknown --topology {t} (replica, sentinel, quorum1, quorum3, quorum5, etcd)"
+                "unknown --topology {t} (replica, sentinel, quorum1, quorum3, quorum5, etcd, zookeeper)"
             ))
         }
     };
@@ -413,38 +381,27 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
             }
         }
     }
-    if topology == Topology::Etcd {
+    if let Topology::Store(store) = topology {
         // Asked for by name (or a shared list): say why each is left out, never drop it
         // silently; nothing left is a mistake.
-        faults.retain(|f| match etcd_why_not(f) {
+        faults.retain(|f| match store_why_not(store, f) {
             Some(why) => {
                 println!("notice: {f} left out: {why}");
                 false
             }
             None => true,
         });
+        let name = store.name();
         if faults.is_empty() {
-            return Err("no fault left that applies to the etcd topology".into());
+            return Err(format!("no fault left that applies to the {name} topology"));
         }
         if elector_cmd.is_none() {
-            return Err(
-                "--topology etcd needs --elector-cmd (a peer elector that speaks etcd, peers/); \
-                 ours speaks Redis"
-                    .into(),
-            );
-        }
-        let bin = std::env::var("ETCD_BIN").unwrap_or_else(|_| "etcd".into());
-        let found = std::process::Command::new(&bin)
-            .arg("--version")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
             return Err(format!(
-                "{bin} not found or not working (scripts/setup --peers installs etcd-server, or set ETCD_BIN)"
+                "--topology {name} needs --elector-cmd (a peer elector that speaks {name}, \
+                 peers/); ours speaks Redis"
             ));
         }
+        store.check_installed()?;
     }
     let known = topology.known_faults();
     if let Some(bad) = faults
@@ -496,7 +453,7 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
     }
     // Absolute: redis-server changes into its --dir before loading modules.
     let module = std::fs::canonicalize(&module).unwrap_or(module);
-    if !module.exists() && topology != Topology::Etcd {
+    if !module.exists() && !matches!(topology, Topology::Store(_)) {
         return Err(format!(
             "module not found at {} (cargo build -p redis-lease, or --module)",
             module.display()
@@ -581,21 +538,29 @@ mod tests {
     }
 
     #[test]
-    fn etcd_leaves_out_what_it_cannot_do_and_says_why() {
-        for f in [
+    fn stores_leave_out_what_they_cannot_do_and_say_why() {
+        let other = [
             "clock-jump",
             "late-delivery",
             "failover",
             "client-pause",
             "split",
-        ] {
-            assert!(etcd_why_not(f).is_some(), "{f}");
-            assert!(!ETCD_FAULTS.contains(&f), "{f}");
+        ];
+        for store in [Store::Etcd, Store::ZooKeeper] {
+            for f in other {
+                assert!(store_why_not(store, f).is_some(), "{f}");
+                assert!(!STORE_FAULTS.contains(&f), "{f}");
+            }
+            assert!(STORE_FAULTS
+                .iter()
+                .all(|f| store_why_not(store, f).is_none()));
         }
-        assert!(ETCD_FAULTS.iter().all(|f| etcd_why_not(f).is_none()));
         let e = parse_err("--topology etcd --fault clock-jump,late-delivery");
         assert_eq!(e, "no fault left that applies to the etcd topology");
-        let e = parse_err("--topology etcd --fault kill");
-        assert!(e.contains("needs --elector-cmd"), "{e}");
+        let e = parse_err("--topology zookeeper --fault kill");
+        assert!(
+            e.contains("--topology zookeeper needs --elector-cmd"),
+            "{e}"
+        );
     }
 }

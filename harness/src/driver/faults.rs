@@ -84,7 +84,7 @@ impl Run<'_> {
                 sleep(d).await;
                 self.backend.restart(k)?;
                 let kept = self.backend.kept();
-                let detail = format!("kill -9, down {} ms, restarted ({kept})", d.as_millis());
+                let detail = format!("kill -9, down {} ms, restarted, {kept}", d.as_millis());
                 self.fault(kind, t, &name, detail, None);
             }
             "node-partition" => {

@@ -2,23 +2,23 @@
 //! a backend (the coordination service under test), the resource process, M elector
 //! processes each behind its own fault-injecting proxy to every node, faults drawn from the
 //! seed until the run's time is up, a graceful stop, and the checker. The topology (replica,
-//! Sentinel, quorum of N primaries, etcd) and so the backend are values, not separate drivers.
+//! Sentinel, quorum of N primaries, etcd, ZooKeeper) and so the backend are values, not separate drivers.
 //!
 //! - `cli`: the command line, checked once into a [`cli::Config`]; the faults per topology;
 //! - `run`: one run (set-up, electors, the leader lookup, the fault loop, the stop);
 //! - `faults`: the dispatcher and the faults every backend shares (electors, nodes);
 //! - `faults_redis`: replication failovers, `FAILOVER`, `CLIENT PAUSE`, Sentinel;
 //! - `faults_netns`: the kernel's network faults of `--netns`;
-//! - `backend` (the trait), `backend_redis` (every Redis topology's servers), `backend_etcd`
-//!   (one etcd server, for the peer electors of issue 26);
+//! - `backend` (the trait), `backend_redis` (every Redis topology's servers),
+//!   `backend_store` (one etcd or ZooKeeper server, for the peer electors of issue 26);
 //! - `summary`: faults per kind and `--min-faults` beside the checker's summary line.
 //!
 //! Every wait is bounded (server start, replica link, process exit); every process and server
 //! is ended on every path (the `Drop` impls), SIGCONT first in case a fault left it stopped.
 
 mod backend;
-mod backend_etcd;
 mod backend_redis;
+mod backend_store;
 mod cli;
 mod faults;
 mod faults_netns;

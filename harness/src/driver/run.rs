@@ -4,8 +4,8 @@
 //! and a graceful stop. The checker runs afterwards, over the folder this fills.
 
 use super::backend::Backend;
-use super::backend_etcd::EtcdBackend;
 use super::backend_redis::RedisBackend;
+use super::backend_store::StoreBackend;
 use super::cli::{Config, Topology};
 use crate::procs::{die_with_parent, leader_slot, shut_down, spawn_resource, Proc};
 use lease_harness::clock::mono_ns;
@@ -71,7 +71,7 @@ impl Run<'_> {
     /// Is the whole backend one primary (its restart or promotion is "Redis back" for the
     /// checker; a quorum node's is not, the others carry on)?
     pub fn single_primary(&self) -> bool {
-        matches!(self.cfg.topology, Topology::Replica | Topology::Etcd)
+        matches!(self.cfg.topology, Topology::Replica | Topology::Store(_))
     }
 
     pub fn spawn_elector(&mut self, i: usize) -> Result<(), String> {
@@ -196,7 +196,7 @@ pub(crate) async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Re
         .cloned()
         .collect();
     let backend: Box<dyn Backend> = match cfg.topology {
-        Topology::Etcd => Box::new(EtcdBackend::start(dir)?),
+        Topology::Store(store) => Box::new(StoreBackend::start(store, dir, cfg.ttl_ms)?),
         _ => Box::new(RedisBackend::start(cfg, dir, faketime).await?),
     };
     let (resource, resource_addr) = spawn_resource(dir, cfg.fence)?;
