@@ -48,8 +48,9 @@ faults: kill pause partition blackhole delay resign restart restart-aof failover
                     faults: kill pause partition split resign node-kill node-restart
                     node-restart-aof node-partition node-pause node-clock-jump node-failover
                     node-split-brain late-delivery; [--elector-mode safe|reuse-owner])
-  lease-harness run --topology etcd|zookeeper --elector-cmd \"PROGRAM ARGS\" ...
-                    (one server of that store, for peer electors; they get --redis tcp://...;
+  lease-harness run --backend redis|etcd|zookeeper --elector-cmd \"PROGRAM ARGS\" ...
+                    (etcd, zookeeper: one server of that store, for peer electors; they get
+                    --redis tcp://...; --topology is Redis's;
                     faults: kill pause partition blackhole delay resign restart restart-aof
                     node-kill node-pause node-partition; the others print why they do not apply)";
 

@@ -1,4 +1,4 @@
-//! The consensus stores the peer electors use (`--topology etcd|zookeeper`, issue 26): one
+//! The consensus stores the peer electors use (`--backend etcd|zookeeper`, issue 26): one
 //! server, client (and peer) ports on 127.0.0.1 only, its data folder under the run's folder
 //! so that a restart comes back with it (both fsync their log before they answer a write) and
 //! a wipe starts empty. Only peer electors speak these (`--elector-cmd`, peers/); they get
@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Faults of `--topology etcd|zookeeper` (their default set): the elector faults through the
+/// Faults of `--backend etcd|zookeeper` (their default set): the elector faults through the
 /// proxy and what one server can suffer (kill -9 with its data kept or wiped, down for a
 /// while, SIGSTOP, every elector cut from it).
 pub const STORE_FAULTS: &[&str] = &[

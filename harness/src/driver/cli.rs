@@ -89,8 +89,8 @@ pub enum Topology {
     /// same layout); each elector has its own proxy to every node. `node_replicas`: every node
     /// has a replica (the node-failover faults need one).
     Quorum { nodes: usize, node_replicas: bool },
-    /// One etcd or ZooKeeper server (backend_store.rs); only peer electors (`--elector-cmd`)
-    /// speak them.
+    /// `--backend etcd|zookeeper`: one server of that store (backend_store.rs); only peer
+    /// electors (`--elector-cmd`) speak them.
     Store(Store),
 }
 
@@ -245,13 +245,30 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
             nodes: 5,
             node_replicas: false,
         },
-        Some("etcd") => Topology::Store(Store::Etcd),
-        Some("zookeeper") => Topology::Store(Store::ZooKeeper),
         Some(t) => {
             return Err(format!(
-                "unknown --topology {t} (replica, sentinel, quorum1, quorum3, quorum5, etcd, zookeeper)"
+                "unknown --topology {t} (replica, sentinel, quorum1, quorum3, quorum5)"
             ))
         }
+    };
+    // The coordination service: Redis in one of the topologies above, or one server of a
+    // consensus store the peer electors use.
+    let topology = match args.value("--backend")?.as_deref() {
+        None | Some("redis") => topology,
+        Some(b @ ("etcd" | "zookeeper")) => {
+            if topology != Topology::Replica {
+                return Err(format!(
+                    "--topology {} is a Redis topology; --backend {b} runs one {b} server",
+                    topology.name()
+                ));
+            }
+            Topology::Store(if b == "etcd" {
+                Store::Etcd
+            } else {
+                Store::ZooKeeper
+            })
+        }
+        Some(b) => return Err(format!("unknown --backend {b} (redis, etcd, zookeeper)")),
     };
     let quorum = topology.is_quorum();
     let runs = args.parsed("--runs", 1u32)?;
@@ -397,7 +414,7 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
         }
         if elector_cmd.is_none() {
             return Err(format!(
-                "--topology {name} needs --elector-cmd (a peer elector that speaks {name}, \
+                "--backend {name} needs --elector-cmd (a peer elector that speaks {name}, \
                  peers/); ours speaks Redis"
             ));
         }
@@ -535,6 +552,9 @@ mod tests {
         assert!(e.contains("replica or sentinel"), "{e}");
         assert!(parse_err("--topology quorum3 --netns").contains("replica topology only"));
         assert!(parse_err("--topology nope").contains("unknown --topology nope"));
+        let e = parse_err("--topology quorum3 --backend etcd");
+        assert!(e.contains("is a Redis topology"), "{e}");
+        assert!(parse_err("--backend consul").contains("unknown --backend consul"));
     }
 
     #[test]
@@ -555,12 +575,9 @@ mod tests {
                 .iter()
                 .all(|f| store_why_not(store, f).is_none()));
         }
-        let e = parse_err("--topology etcd --fault clock-jump,late-delivery");
+        let e = parse_err("--backend etcd --fault clock-jump,late-delivery");
         assert_eq!(e, "no fault left that applies to the etcd topology");
-        let e = parse_err("--topology zookeeper --fault kill");
-        assert!(
-            e.contains("--topology zookeeper needs --elector-cmd"),
-            "{e}"
-        );
+        let e = parse_err("--backend zookeeper --fault kill");
+        assert!(e.contains("--backend zookeeper needs --elector-cmd"), "{e}");
     }
 }
