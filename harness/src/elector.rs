@@ -116,7 +116,8 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
 
     let log = JsonlWriter::create(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let rec = Rec(Arc::new(Mutex::new(log)));
-    // The owner starts with our id, so the orchestrator can map LEASE.GET's owner to us.
+    // The owner starts with our id so that server-side views (LEASE.GET, MONITOR) read back to
+    // the slot; the orchestrator itself finds the leader from the histories (leader.rs).
     let owner = format!("{id}-{}-{:08x}", std::process::id(), fastrand::u32(..));
     rec.write(ElectorEvent::Start {
         t: mono_ns(),

@@ -7,6 +7,7 @@
 //! - [`resource`]: the protected resource that enforces fencing (and its unsafe variant);
 //! - [`proxy`]: the fault-injecting TCP proxy between each elector and Redis;
 //! - [`checker`]: safety and liveness from the recorded histories;
+//! - [`leader`]: who leads now, from the electors' histories (aims the faults);
 //! - [`svg`]: the timeline picture.
 //!
 //! The processes (`run`, `elector`, `resource`) live in the binary.
@@ -14,6 +15,7 @@
 pub mod checker;
 pub mod clock;
 pub use lease_history as history;
+pub mod leader;
 pub mod proxy;
 pub mod resource;
 pub mod svg;

@@ -1,7 +1,7 @@
 //! `lease-harness`: one binary, one subcommand per process role.
 //!
-//! - `run`: the orchestrator (Redis primary + replica, resource, electors, proxies, faults,
-//!   then the checker). `scripts/chaos` wraps it.
+//! - `run`: the campaign driver (`driver/`: a backend in some topology, resource, electors,
+//!   proxies, faults, then the checker). `scripts/chaos` wraps it.
 //! - `elector`: one elector process (the client library's election loop + the work loop).
 //! - `resource`: the protected resource process.
 //! - `check DIR...`: the checker over recorded run folders (exit 1 on any violation).
@@ -11,11 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod args;
+mod driver;
 mod elector;
 mod netns;
-mod orchestrate;
 mod procs;
-mod quorum;
 
 use args::Args;
 
@@ -48,7 +47,12 @@ faults: kill pause partition blackhole delay resign restart restart-aof failover
                     ... (quorum mode, docs/quorum.md; an external elector gets one --redis per node;
                     faults: kill pause partition split resign node-kill node-restart
                     node-restart-aof node-partition node-pause node-clock-jump node-failover
-                    node-split-brain late-delivery; [--elector-mode safe|reuse-owner])";
+                    node-split-brain late-delivery; [--elector-mode safe|reuse-owner])
+  lease-harness run --backend redis|etcd|zookeeper --elector-cmd \"PROGRAM ARGS\" ...
+                    (etcd, zookeeper: one server of that store, for peer electors; they get
+                    --redis tcp://...; --topology is Redis's;
+                    faults: kill pause partition blackhole delay resign restart restart-aof
+                    node-kill node-pause node-partition; the others print why they do not apply)";
 
 fn main() -> ExitCode {
     let mut argv: Vec<String> = std::env::args().skip(1).collect();
@@ -59,11 +63,9 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let sub = argv.remove(0);
-    let quorum = quorum::wanted(&argv);
     let args = Args::new(argv);
     let res = match sub.as_str() {
-        "run" if quorum => quorum::main(args),
-        "run" => orchestrate::main(args),
+        "run" => driver::main(args),
         "elector" => elector::main(args),
         "resource" => resource_main(args),
         "check" => check_main(args),
@@ -193,8 +195,7 @@ mod tests {
     fn every_usage_option_is_parsed() {
         let parsers = [
             include_str!("main.rs"),
-            include_str!("orchestrate.rs"),
-            include_str!("quorum.rs"),
+            include_str!("driver/cli.rs"),
             include_str!("elector.rs"),
         ]
         .concat();

@@ -1,5 +1,5 @@
-//! What both topologies' orchestrators (`orchestrate.rs`: replica and Sentinel; `quorum.rs`:
-//! independent primaries) need to start and stop their child processes.
+//! What the campaign driver (`driver/`) needs to start and stop its child processes, and to
+//! find the leader among them.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -144,4 +144,25 @@ pub(crate) async fn shut_down(electors: Vec<Proc>, mut resource: Proc) {
         p.stop(Duration::from_secs(3)).await;
     }
     resource.stop(Duration::from_secs(3)).await;
+}
+
+/// The slot (index into `slots`) whose running elector leads now, by the electors' own
+/// histories (`elector-<id>.jsonl` in the run folder; see `lease_harness::leader`), so that a
+/// peer elector whose owner id and key type we cannot set is found like ours. A slot whose
+/// process has ended is not a candidate.
+pub(crate) fn leader_slot<'a>(
+    dir: &Path,
+    slots: impl Iterator<Item = Option<&'a mut Proc>>,
+) -> Option<usize> {
+    let histories: Vec<(usize, Vec<lease_harness::history::ElectorEvent>)> = slots
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let p = p?;
+            p.alive().then(|| {
+                let path = dir.join(format!("elector-{}.jsonl", p.id));
+                (i, lease_harness::leader::read_history(&path))
+            })
+        })
+        .collect();
+    lease_harness::leader::newest_open(histories.iter().map(|(i, h)| (*i, h.as_slice())))
 }
