@@ -432,6 +432,20 @@ impl Transport for QuorumTransport {
                     .collect();
                 self.retired |= !pairs.is_empty();
                 self.release_on(key, owner, &pairs).await;
+                // Not leading either way; but a node that refused the raise with a server
+                // error (NOPERM: an ACL without +lease.raise) is a fault the operator must see,
+                // not a contender: report it (the loop logs, counts and backs off) instead of
+                // polling in silence forever. Unreachable nodes are faults of the moment.
+                // (The round keeps only the kind; a server error's kind carries its code.)
+                if let Some((i, kind)) = nodes.iter().find_map(|&i| match &confirmed[i] {
+                    Some(Err(k)) if !k.is_unreachable() => Some((i, k)),
+                    _ => None,
+                }) {
+                    return Err(CommandError::new(
+                        kind.clone(),
+                        format!("quorum: node {} refused LEASE.RAISE: {kind:?}", i + 1),
+                    ));
+                }
                 Ok(Replicated {
                     value: None,
                     acked: None,
