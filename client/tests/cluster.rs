@@ -3,7 +3,8 @@
 //! NOT own the lease key's slot: `MOVED` takes it to the slot's primary (client/src/sentinel.rs,
 //! "Cluster"). Then the slot migrates to another primary while the elector leads (the steps of
 //! `redis-cli --cluster reshard`): the term goes on without a step-down, its renewals land on
-//! the new owner and the release at resign too.
+//! the new owner and the release at resign too; the fencing helper on a connection to the new
+//! owner writes with the live token and refuses a stale one.
 //!
 //! Would catch: MOVED not followed (never leads), a redirect that loses the owner or token (the
 //! renewal on the new owner is refused and the term ends), a migration ending the term, and a
@@ -212,6 +213,28 @@ fn elector_follows_moved_and_keeps_its_term_across_a_slot_migration() {
         0,
         "the migration must not end the term"
     );
+
+    // The fencing helper on an application connection to the slot's new owner (its keys in
+    // the lease key's slot): the live token writes, a stale one is refused and not applied.
+    let data = "{rust-cluster}:data";
+    let fenced = rt.block_on(async {
+        let mut conn = redis::Client::open(dst.url())
+            .expect("client")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connection");
+        let live = redis_lease_client::fence(&mut conn, key, token, &["SET", data, "live"]).await;
+        let stale =
+            redis_lease_client::fence(&mut conn, key, token - 1, &["SET", data, "stale"]).await;
+        (live, stale)
+    });
+    assert_eq!(fenced.0, Ok(redis::Value::Okay), "the live token's write");
+    assert_eq!(
+        fenced.1.expect_err("a stale token must be refused").kind,
+        redis_lease_client::ErrorKind::Fenced
+    );
+    let v: String = dst.query(&["GET", data]).expect("GET");
+    assert_eq!(v, "live", "the stale write was not applied");
 
     resigned.store(true, Ordering::SeqCst);
     handle.resign();
