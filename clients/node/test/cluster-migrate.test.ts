@@ -7,11 +7,14 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Cluster } from "ioredis";
-import { Elector, FencedError, fence, type Lease, type Logger } from "../src/index.js";
+import { Elector, FencedError, fence, type Lease, type LogFields, type Logger } from "../src/index.js";
 import { RedisServer, serverSkipReason, waitFor } from "./support.js";
 
 const skip = serverSkipReason();
-const quiet: Logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+const warnings: string[] = [];
+const keep = (msg: string, f: LogFields): void => void warnings.push(`${msg} ${JSON.stringify(f)}`);
+// Warnings and errors are kept: a healthy cluster, its first connect included, logs none.
+const recording: Logger = { debug: () => undefined, info: () => undefined, warn: keep, error: keep };
 const TTL_MS = 2000;
 const RANGES: Array<[number, number]> = [
   [0, 5460],
@@ -72,7 +75,7 @@ test("Cluster: the lease key's slot migrates mid-term; the term, its renewals, f
     const other = nodes[(si + 2) % 3]!;
     // Seeded with a node that owns the slot neither before nor after.
     const spec = { cluster: [{ host: "127.0.0.1", port: other.port }] };
-    elector = new Elector({ redis: spec, key, ttlMs: TTL_MS, logger: quiet });
+    elector = new Elector({ redis: spec, key, ttlMs: TTL_MS, logger: recording });
     app = new Cluster([{ host: "127.0.0.1", port: other.port }]);
     let lease: Lease | null = null;
     let starts = 0;
@@ -86,6 +89,7 @@ test("Cluster: the lease key's slot migrates mid-term; the term, its renewals, f
       await new Promise((r) => l.signal.addEventListener("abort", r, { once: true }));
     });
     await waitFor(() => lease !== null, 10_000, "the elector to lead");
+    assert.deepEqual(warnings, [], "warnings on the first connect to a healthy cluster");
     const l = lease as unknown as Lease;
     assert.equal((await heldOn(src, key))?.token, l.token, "the lease lives on the slot's primary");
     assert.equal(await l.fence(app, "SET", data, "before"), "OK");
