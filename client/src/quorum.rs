@@ -563,6 +563,23 @@ impl QuorumTransport {
                     .collect();
                 self.retired |= !pairs.is_empty();
                 self.release_on(key, owner, &pairs).await;
+                // Not leading either way; but a node that refused the raise with a server
+                // error (NOPERM: an ACL without +lease.raise) is a fault the operator must see,
+                // not a contender: report it (the loop logs, counts and backs off) instead of
+                // polling in silence forever. Unreachable nodes are faults of the moment.
+                // (The round keeps only the kind; a server error's kind carries its code.) A
+                // MEMBERSHIP refusal is no fault: it counts as no confirmation (Q9).
+                if let Some((i, kind)) = nodes.iter().find_map(|&i| match &confirmed[i] {
+                    Some(Err(k)) if !k.is_unreachable() && !matches!(k, ErrorKind::Membership) => {
+                        Some((i, k))
+                    }
+                    _ => None,
+                }) {
+                    return RoundEnd::Done(Err(CommandError::new(
+                        kind.clone(),
+                        format!("quorum: node {} refused LEASE.RAISE: {kind:?}", i + 1),
+                    )));
+                }
                 RoundEnd::Done(Ok(Replicated {
                     value: None,
                     acked: None,

@@ -29,7 +29,9 @@
 //! transport switch to that node (same credentials and db) and send the command again there
 //! (a refused command was not executed, so this is safe). `WAIT` then runs on the node that
 //! took the write. `ASK` (a slot in migration) is not followed: the call fails and the loop
-//! retries after its backoff, so a lease is unavailable while its slot migrates.
+//! retries after its backoff, so a lease is unavailable while its slot migrates (a leader's
+//! renewals fail in that window and succeed on the new owner after it; a window shorter than
+//! the deadline keeps the term: `client/tests/cluster.rs`).
 
 use std::time::Duration;
 

@@ -324,7 +324,11 @@ func (t *quorumTransport) acquire(ctx context.Context, owner string, _ params, _
 		}
 		t.retire()
 		_, _ = t.releaseOn(ctx, owner, pairs)
-		return acquireResult{Acked: -1}
+		// Not leading either way; but a node that refused the raise with a server error
+		// (NOPERM: an ACL without +lease.raise) is a fault the operator must see, not a
+		// contender: report it so the loop logs and counts it and backs off, instead of
+		// polling in silence forever.
+		return acquireResult{Acked: -1, Err: raiseRefusal(confirmed, d.Nodes)}
 	case acqActUnified:
 		t.mu.Lock()
 		copy(t.held, d.PerNode)
@@ -565,6 +569,19 @@ func distinctNodes(nodes []*redis.Client) error {
 					}
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// raiseRefusal is the first server error (not a connection failure or timeout: those are
+// faults of the moment, and an unanswered node is not an error report) among the RAISE
+// replies of nodes, with the node named; nil when there is none.
+func raiseRefusal(confirmed []nodeReply[bool], nodes []int) *cmdError {
+	for _, i := range nodes {
+		r := confirmed[i]
+		if r.Replied && r.Err != nil && r.Err.Kind != KindConnection && r.Err.Kind != KindTimeout {
+			return &cmdError{Kind: r.Err.Kind, Msg: fmt.Sprintf("quorum: node %d refused LEASE.RAISE: %s", i+1, r.Err.Msg)}
 		}
 	}
 	return nil

@@ -59,6 +59,7 @@ mod tests {
             t,
             token,
             deadline: t + 1000,
+            call: None,
         }
     }
 

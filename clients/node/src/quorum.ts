@@ -326,6 +326,16 @@ export class Quorum {
       const pairs: Array<[number, number]> = a.nodes.map((i) => [i, rr[i] === true ? a.target : granted.get(i) ?? 0]);
       this.retired = this.retired || pairs.length > 0;
       await this.releaseOn(key, owner, pairs);
+      // Not leading either way; but a node that refused the raise with a server error
+      // (NOPERM: an ACL without +lease.raise) is a fault the operator must see, not a
+      // contender: report it (the loop logs, counts and backs off) instead of polling in
+      // silence forever. Unreachable nodes are faults of the moment: not reported here.
+      for (const i of a.nodes) {
+        const r = rr[i];
+        if (q.isFail(r) && r.fail.kind !== "connection" && r.fail.kind !== "timeout") {
+          return { failure: r.fail, message: `quorum: node ${i + 1} refused LEASE.RAISE: ${r.message}` };
+        }
+      }
       return "nil";
     }
     if (a.action === "act_unified") {

@@ -281,6 +281,11 @@ class Campaign:
                 return (True, None)
             # Quorum mode never BLOCKs (Q2): no node knows when a majority frees up.
             block = None if unconfirmed is not None or self.quorum is not None else cfg.block_timeout_us
+            # The not-granted pause is judged as for a BLOCKing ask even in quorum mode, whose
+            # rounds never BLOCK (Q2: followers poll with the jittered pause): an answer much
+            # faster than the block is then followed by a pause, never an immediate re-ask
+            # (which spun at about 900 rounds a second on loopback: tests/test_quorum_pace.py).
+            pace_block = None if unconfirmed is not None else cfg.block_timeout_us
             # Why before sending: the deadline must count from a point no later than the
             # moment the server starts the TTL (in quorum mode: before the round's first send).
             sent_at = now_us()
@@ -346,7 +351,7 @@ class Campaign:
                 attempt = 0
                 unconfirmed = None
                 self.metrics.acquire("not_granted")
-                pause = decide.not_granted_pause_us(cfg, block, sent_at, now, self.unit())
+                pause = decide.not_granted_pause_us(cfg, pace_block, sent_at, now, self.unit())
                 if pause > 0:
                     yield Sleep(now_us() + pause)
             elif isinstance(action, decide.GraceWait):

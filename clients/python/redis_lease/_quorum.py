@@ -256,6 +256,14 @@ class Quorum:
             pairs = [(i, a.target if confirmed[i] is True else granted[i]) for i in a.nodes]
             self.retired = self.retired or bool(pairs)
             yield from self._release_on(key, owner, pairs)
+            # Not leading either way; but a node that refused the raise with a server error
+            # (NOPERM: an ACL without +lease.raise) is a fault the operator must see, not a
+            # contender: report it (the loop logs, counts and backs off) instead of polling in
+            # silence forever. Unreachable nodes are faults of the moment: not reported here.
+            for i in a.nodes:
+                c = confirmed[i]
+                if isinstance(c, Failed) and not c.unreachable:
+                    return Failed(c.kind, f"quorum: node {i + 1} refused LEASE.RAISE: {c.message}", c.grace_us, c.code)
             return None
         if isinstance(a, qd.ActUnified):
             self.held = list(a.per_node)

@@ -14,12 +14,13 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from redis_lease import Elector, LeaderContext, Role, _wire
+from redis_lease import Elector, Fenced, LeaderContext, Role, _wire
 
 from .conftest import RedisServer, free_port
 
 TTL = 2.0
 KEY = "{py-cluster}:leader"
+DATA = "{py-cluster}:data"
 
 
 def poll(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -157,6 +158,14 @@ def test_leads_on_the_slot_owner_and_follows_a_slot_migration(cluster: List[Redi
 
         poll(renewed_on_dst, 10, "a renewal on the slot's new owner")
         assert [c.reason for c in changes] == ["acquired"], "the migration must not end the term"
+        # The fencing helper through RedisCluster, routed by the lease key to the new owner: the
+        # live token writes; a stale one is refused (Fenced) and its write not applied.
+        got = el.fence(lease.token, "SET", DATA, "live")
+        assert got == b"OK", got
+        with pytest.raises(Fenced):
+            el.fence(lease.token - 1, "SET", DATA, "stale")
+        with dst.client() as c:
+            assert c.get(DATA) == b"live"
     finally:
         el.resign()
         t.join(10)

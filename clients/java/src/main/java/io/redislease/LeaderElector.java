@@ -363,6 +363,11 @@ public final class LeaderElector implements AutoCloseable {
             }
             // Q2: quorum mode never BLOCKs (no single node knows when a majority frees up).
             Long block = unconfirmed != null || quorum != null ? null : timing.blockTimeoutNanos();
+            // The not-granted pause is judged as for a BLOCKing ask even in quorum mode, whose
+            // rounds never BLOCK (Q2: followers poll with the jittered pause): an answer much
+            // faster than the block is then followed by a pause, never by an immediate re-ask
+            // (which spun at about 1400 rounds a second on loopback: QuorumFollowerPaceTest).
+            Long paceBlock = unconfirmed != null ? null : Long.valueOf(timing.blockTimeoutNanos());
             if (quorum != null) {
                 quorumConns.prepare(resignSignal); // first round only; before sent_at
             }
@@ -431,7 +436,7 @@ public final class LeaderElector implements AutoCloseable {
                 attempt = 0;
                 unconfirmed = null;
                 metrics.acquire("not_granted");
-                long p = Decide.notGrantedPauseNanos(timing, block, sentAt, now, ThreadLocalRandom.current().nextDouble());
+                long p = Decide.notGrantedPauseNanos(timing, paceBlock, sentAt, now, ThreadLocalRandom.current().nextDouble());
                 if (p > 0) {
                     pause(p);
                 }

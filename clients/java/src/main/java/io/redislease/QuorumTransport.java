@@ -411,6 +411,17 @@ final class QuorumTransport {
             }
             retire();
             releaseOn(c, owner, pairs);
+            // Not leading either way; but a node that refused the raise with a server error
+            // (NOPERM: an ACL without +lease.raise) is a fault the operator must see, not a
+            // contender: report it (the loop logs, counts and backs off) instead of polling in
+            // silence forever. Unreachable nodes are faults of the moment: not reported here.
+            for (int i : r.nodes()) {
+                Decide.Failure f = confirmed.get(i).failure();
+                if (f != null && !f.kind().unreachable()) {
+                    return new Decide.Failed(new Decide.Failure(f.kind(), f.graceNanos(),
+                            "quorum: node " + (i + 1) + " refused LEASE.RAISE: " + f.message()));
+                }
+            }
             return new Decide.NotGranted();
         }
         QuorumDecide.Abort a = (QuorumDecide.Abort) d;
