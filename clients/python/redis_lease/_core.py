@@ -146,7 +146,7 @@ class TaskEnd:
     error: Optional[BaseException] = None
 
 
-Op = Union[Command, Sleep, StartTask, StopTask, _quorum.Round]
+Op = Union[Command, Sleep, StartTask, StopTask, _quorum.Round, _quorum.Wait]
 Loop = Generator[Op, Any, Tuple[bool, Any]]
 
 
@@ -170,6 +170,7 @@ class Campaign:
         channels_ready: Callable[[], None] = lambda: None,
         nodes: int = 1,
         control: qd.QuorumControl = qd.QuorumControl.CORRECT,
+        wait_node: int = 0,
     ) -> None:
         problem = decide.config_problem(cfg, key, owner)
         if problem is None and decide.reign_owner(owner, 1) is None:
@@ -179,7 +180,7 @@ class Campaign:
             raise ValueError(f"invalid configuration: {problem[0]}: {problem[1]}")
         # Quorum mode (protocol §9a) with several nodes: the rounds replace the single commands
         # below, every rule of the loop stays as it is.
-        self.quorum: Optional[_quorum.Quorum] = _quorum.Quorum(nodes, cfg, control) if nodes > 1 else None
+        self.quorum: Optional[_quorum.Quorum] = _quorum.Quorum(nodes, cfg, control, wait_node) if nodes > 1 else None
         self.cfg = cfg
         self.key = key
         self.base = owner
@@ -265,15 +266,18 @@ class Campaign:
             if quit_requested():
                 yield from self._release_stray(unconfirmed is not None)
                 return (True, None)
-            # Quorum mode never BLOCKs (Q2): no node knows when a majority frees up.
-            block = None if unconfirmed is not None or self.quorum is not None else cfg.block_timeout_us
+            # In quorum mode the rounds never BLOCK (Q2: no node knows when a majority frees
+            # up); the BLOCK budget is that of the wait on one node after a refusal (Q9).
+            block = None if unconfirmed is not None else cfg.block_timeout_us
             # Why before sending: the deadline must count from a point no later than the
             # moment the server starts the TTL (in quorum mode: before the round's first send).
             sent_at = now_us()
             until = sent_at + decide.op_limit_us(cfg, block)
             raw: Any
             if self.quorum is not None:
-                raw = yield from self.quorum.acquire(self.key, self.owner, cfg.ttl_ms, until)
+                raw = yield from self.quorum.acquire(self.key, self.owner, cfg.ttl_ms, until, block)
+                if raw is _quorum.ABANDONED:
+                    raw = QUIT
             else:
                 raw = yield Command("acquire", _wire.acquire_cmd(self.key, self.owner, cfg.ttl_ms, block), until)
             if raw is QUIT:
@@ -298,6 +302,12 @@ class Campaign:
                     a = w if isinstance(w, Failed) else _wire.parse_acks(w)
                     res = a if isinstance(a, Failed) else decide.Granted(tok, a)
             now = now_us()
+            if self.quorum is not None:
+                # Q9: a quorum grant made by a round that started after a wait is measured
+                # from that round's start (never earlier than our own sent_at).
+                start = self.quorum.take_round_start()
+                if start is not None and start > sent_at:
+                    sent_at = start
             self.observe("acquire", res)
             if self.quorum is not None and self.quorum.take_retired_owner():
                 # Q4 + R17: that round released partial grants; its RELEASE may still execute
