@@ -183,6 +183,63 @@ class QuorumTest {
         }
     }
 
+    /** LEASE.ACQUIRE calls a node has served (INFO commandstats). */
+    private static long acquireCalls(RedisServer r) throws Exception {
+        java.util.regex.Matcher m = java.util.regex.Pattern.compile("cmdstat_lease\\.acquire:calls=(\\d+)")
+                .matcher(r.command("INFO", "commandstats"));
+        return m.find() ? Long.parseLong(m.group(1)) : 0L;
+    }
+
+    /**
+     * Q9: a refused follower waits on the wait node (the smallest URL) instead of polling every
+     * node, and takes over as soon as the holder releases. Would catch: a follower polling
+     * (about 15 rounds in the 1.5 s below at the 50..100 ms pause of a not-granted round, so
+     * about 15 ACQUIREs on every node), a wait that never wakes (it would end only 4.8 s after
+     * it began), or a wake that does not lead.
+     */
+    @Test
+    @Timeout(60)
+    void aRefusedFollowerWaitsOnOneNodeAndTakesOverOnRelease() throws Exception {
+        try (Three t = new Three()) {
+            long[] before = new long[3];
+            for (int i = 0; i < 3; i++) {
+                assertTrue(t.s.get(i).command("LEASE.ACQUIRE", "wait", "holder", "20000").startsWith(":"));
+                before[i] = acquireCalls(t.s.get(i));
+            }
+            ElectorTest.Recorder a = new ElectorTest.Recorder();
+            try (LeaderElector e = LeaderElector.builder().quorum(t.uris()).key("wait").ttl(Duration.ofMillis(600))
+                    .candidate(a).owner("q-a").build().start()) {
+                Thread.sleep(1500);
+                assertFalse(a.granted.isDone(), "led while another held every node");
+                for (int i = 0; i < 3; i++) {
+                    long calls = acquireCalls(t.s.get(i)) - before[i];
+                    // One round, then the wait (one more call on the wait node only).
+                    assertTrue(calls <= 3, "node " + i + ": " + calls + " ACQUIREs in 1.5 s: the follower polls");
+                    assertTrue(calls >= 1, "node " + i + ": never asked");
+                }
+                // The holder lets go, the wait node last (as a resigning leader does): the
+                // waiting follower leads at once, long before its wait or the holder's 20 s
+                // lease would end.
+                List<RedisURI> uris = t.uris();
+                List<Integer> order = new ArrayList<>(List.of(0, 1, 2));
+                order.sort((x, y) -> QuorumTransport.nodeUrl(uris.get(x)).compareTo(QuorumTransport.nodeUrl(uris.get(y))));
+                order.add(order.remove(0));
+                for (int i : order) {
+                    String[] h = holder(t.s.get(i), "wait");
+                    assertEquals("holder", h[0]);
+                    assertEquals(":1", t.s.get(i).command("LEASE.RELEASE", "wait", "holder", h[1]));
+                }
+                LeaderContext ctx = a.granted.get(2, TimeUnit.SECONDS);
+                assertTrue(e.isLeader());
+                for (RedisServer r : t.s) {
+                    String[] h = holder(r, "wait");
+                    assertTrue(h != null && h[0].startsWith("q-a#") && Long.parseLong(h[1]) == ctx.token(),
+                            "node holds " + (h == null ? null : String.join(" ", h)) + ", want the follower's token " + ctx.token());
+                }
+            }
+        }
+    }
+
     @Test
     @Timeout(90)
     void aNodeWhoseServerChangedCountsTowardNothingForTheQuarantine() throws Exception {
