@@ -361,7 +361,12 @@ func (t *quorumTransport) acquire(ctx context.Context, owner string, _ params, b
 	// every counted node set its expiry after start, the instant taken before that round's
 	// sends, which the loop then measures the deadline from.
 	if tok, err := t.blockingAcquire(ctx, t.waitNode, owner, wait); err != nil || tok <= 0 {
-		return acquireResult{Acked: -1} // timed out (nil), failed, abandoned: the loop asks again
+		if ctx.Err() != nil {
+			// Abandoned (resign): a grant made just before the connection closed may exist;
+			// an error makes the loop's abandonAcquire look for it and release it.
+			return acquireResult{Acked: -1, Err: &cmdError{Kind: KindTimeout, Msg: "quorum: wait abandoned"}}
+		}
+		return acquireResult{Acked: -1} // timed out (nil) or failed: the loop asks again
 	}
 	start := now()
 	res, refused = t.acquireRound(ctx, owner)

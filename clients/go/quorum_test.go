@@ -544,3 +544,52 @@ func TestQuorumRefusedFollowerWaitsOnOneNodeAndTakesOverOnRelease(t *testing.T) 
 		}
 	}
 }
+
+// blockedClients is INFO clients' blocked_clients of one node.
+func blockedClients(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "clients").Result()
+	if err != nil {
+		t.Fatalf("INFO clients on %s: %v", c.Options().Addr, err)
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "blocked_clients:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// Q9: a resign during the wait ends it at once: Run returns promptly and the wait's own
+// connection is gone (no client left blocked on the wait node), so the server holds no waiter
+// for an elector that stopped.
+func TestQuorumResignDuringTheWaitWithdrawsIt(t *testing.T) {
+	ss := quorumServers(t, 3)
+	cs := nodeClients(t, ss)
+	key := "q:wait-resign"
+	for _, c := range cs {
+		do(t, c, "LEASE.ACQUIRE", key, "holder", 20_000)
+	}
+	r := startElector(t, "q-b", quorumCfg(cs, key, 600*time.Millisecond))
+	blocked := func() int64 {
+		var n int64
+		for _, c := range cs {
+			n += blockedClients(t, c)
+		}
+		return n
+	}
+	for deadline := time.Now().Add(5 * time.Second); blocked() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no follower blocked on one node within 5 s (%d blocked)", blocked())
+		}
+	}
+	if took := r.stop(2 * time.Second); took > time.Second {
+		t.Fatalf("Run returned %v after the cancel: the wait held it up", took)
+	}
+	for deadline := time.Now().Add(2 * time.Second); blocked() != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d clients still blocked 2 s after the resign: the wait's connection was not closed", blocked())
+		}
+	}
+}
