@@ -533,3 +533,33 @@ def test_a_refused_follower_waits_on_one_node_and_takes_over_on_release(
         if a_el is not None:
             a_el.resign()
             t.join(10)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_a_resign_during_the_wait_withdraws_it(
+    flavour: str, nodes: List[RedisServer], electors: List[Tuple[Elector, threading.Thread]]
+) -> None:
+    # Q9: a resign during the wait ends it at once: run() returns promptly and the wait's own
+    # connection is gone (no client left blocked on the wait node).
+    for s in nodes:
+        s.client().execute_command("LEASE.ACQUIRE", "k", "holder", 20_000)
+
+    def blocked() -> int:
+        return sum(int(s.client().info("clients").get("blocked_clients", 0)) for s in nodes)
+
+    urls = [s.url for s in nodes]
+    rec = Recorder()
+    if flavour == "sync":
+        el = Elector(urls, "k", 0.6)
+        t = start(el, rec)
+        resign: Callable[[], None] = el.resign
+    else:
+        a_el = alease.Elector(urls, "k", 0.6)
+        t = run_async_elector(a_el, rec)
+        resign = a_el.resign
+    wait_until(lambda: blocked() == 1, 5, "a follower blocked on one node")
+    t0 = time.monotonic()
+    resign()
+    t.join(5)
+    assert not t.is_alive() and time.monotonic() - t0 < 1.0, "the wait held the resign up"
+    wait_until(lambda: blocked() == 0, 2, "no client blocked after the resign")
