@@ -141,6 +141,27 @@ describe("quorum mode against 3 redis-servers", { skip: skip ?? false }, () => {
   // (about 15 rounds in the 1.5 s below at the 50..100 ms pause of a not-granted round, so
   // about 15 ACQUIREs on every node), a wait that never wakes (it would end only 4.8 s after
   // it began), or a wake that does not lead.
+  // Q9: a resign during the wait ends it at once: resign() returns promptly and the wait's own
+  // connection is gone (no client left blocked on the wait node).
+  test("a resign during the wait withdraws it", async () => {
+    const key = newKey();
+    for (const s of servers) assert.match(await s.command("LEASE.ACQUIRE", key, "holder", "20000"), /^:\d+/);
+    const blocked = async (): Promise<number> => {
+      let n = 0;
+      for (const s of servers) n += Number(/blocked_clients:(\d+)/.exec(await s.command("INFO", "clients"))?.[1] ?? 0);
+      return n;
+    };
+    const e = elector({ redis: urls(), key, ttlMs: 600, logger: quiet });
+    const run = e.run(() => assert.fail("must not lead while another holds every node"));
+    await waitFor(async () => (await blocked()) === 1, 5000, "a follower blocked on one node");
+    const t0 = performance.now();
+    await e.resign();
+    assert.deepEqual(await run, { kind: "resigned" });
+    assert.ok(performance.now() - t0 < 1000, `resign took ${Math.round(performance.now() - t0)} ms: the wait held it up`);
+    await waitFor(async () => (await blocked()) === 0, 2000, "no client blocked after the resign");
+    for (const s of servers) await s.command("LEASE.RELEASE", key, "holder", String((await held(s, key))?.[1] ?? 0));
+  });
+
   test("a refused follower waits on one node and takes over on release", async () => {
     const key = newKey();
     const calls = async (s: RedisServer): Promise<number> => {
