@@ -183,6 +183,49 @@ class QuorumTest {
         }
     }
 
+    /** blocked_clients of INFO clients, summed over the nodes. */
+    private static long blockedClients(Three t) throws Exception {
+        long n = 0;
+        for (RedisServer r : t.s) {
+            java.util.regex.Matcher m = java.util.regex.Pattern.compile("blocked_clients:(\\d+)")
+                    .matcher(r.command("INFO", "clients"));
+            n += m.find() ? Long.parseLong(m.group(1)) : 0L;
+        }
+        return n;
+    }
+
+    /**
+     * Q9: a resign during the wait ends it at once: close() returns promptly and the wait's own
+     * connection is gone (no client left blocked on the wait node).
+     */
+    @Test
+    @Timeout(60)
+    void aResignDuringTheWaitWithdrawsIt() throws Exception {
+        try (Three t = new Three()) {
+            for (RedisServer r : t.s) {
+                assertTrue(r.command("LEASE.ACQUIRE", "wresign", "holder", "20000").startsWith(":"));
+            }
+            ElectorTest.Recorder a = new ElectorTest.Recorder();
+            LeaderElector e = LeaderElector.builder().quorum(t.uris()).key("wresign").ttl(Duration.ofMillis(600))
+                    .candidate(a).build().start();
+            long until = System.nanoTime() + 10 * Decide.SECOND;
+            while (blockedClients(t) != 1) {
+                assertTrue(System.nanoTime() < until, "no follower blocked on one node within 10 s");
+                Thread.sleep(5);
+            }
+            long t0 = System.nanoTime();
+            e.close();
+            long took = System.nanoTime() - t0;
+            assertTrue(took < Decide.SECOND, "close took " + took / Decide.MILLI + " ms: the wait held it up");
+            until = System.nanoTime() + 2 * Decide.SECOND;
+            while (blockedClients(t) != 0) {
+                assertTrue(System.nanoTime() < until, "a client still blocked 2 s after the resign");
+                Thread.sleep(5);
+            }
+            assertFalse(a.granted.isDone());
+        }
+    }
+
     /** LEASE.ACQUIRE calls a node has served (INFO commandstats). */
     private static long acquireCalls(RedisServer r) throws Exception {
         java.util.regex.Matcher m = java.util.regex.Pattern.compile("cmdstat_lease\\.acquire:calls=(\\d+)")
