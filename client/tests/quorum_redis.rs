@@ -578,9 +578,11 @@ async fn a_refused_follower_waits_on_one_node_and_takes_over_on_release() {
     for (i, s) in nodes.iter().enumerate() {
         let calls = acquire_calls(s) - before[i];
         // A round and the wait (one more call on the wait node), then once more after the
-        // cap (the renew interval): 4 on the wait node, 2 on the others; polling: about 40.
+        // cap (the renew interval): 4 on the wait node, 2 on the others, plus the odd round
+        // that ended on two refusals before the wait node answered and so polls once: at
+        // most 7; polling: about 40.
         assert!(
-            calls <= 4,
+            calls <= 7,
             "node {i}: {calls} ACQUIREs in 1.5 s: the follower polls"
         );
         assert!(calls >= 1, "node {i}: never asked");

@@ -258,6 +258,11 @@ func (e *Elector) campaign(ctx context.Context) error {
 		}
 		timer.Stop()
 		recvAt := now()
+		// Q10: a quorum grant made by a round that started after a wait is measured from that
+		// round's start (never earlier than our own sentAt).
+		if s, ok := e.tr.takeRoundStart(); ok && s.After(sentAt) {
+			sentAt = s
+		}
 		e.observe("acquire", res.Err)
 		// Q4 + R17: a quorum round that released partial grants retired its owner; the next
 		// round must not send it again (its RELEASE may still execute late and would free a

@@ -12,11 +12,12 @@ package lease
 //   - acquire: LEASE.ACQUIRE key owner ttl on all nodes, never BLOCK (Q2); with a majority of
 //     grants, LEASE.RAISE every granting node to the highest token granted; a reign only if a
 //     majority confirmed the raise (Q3). Otherwise the partial grants are released at once
-//     and the owner is retired (Q4).
+//     and the owner is retired (Q4). A plain refusal waits with BLOCK on the wait node alone,
+//     then runs a fresh round (Q10).
 //   - renew: LEASE.RENEW on all nodes; renewed only on a majority of 1s; lost once a majority
 //     can no longer say 1; the nodes that still said 1 are released only after the task
 //     stopped (Q5).
-//   - release: on all nodes.
+//   - release: on all nodes, the wait node's last (Q10).
 //
 // How go-redis is used: each node's *redis.Client (the application's) is copied into one of
 // the elector's own (same options: address, TLS, credentials, dialer) with
@@ -31,6 +32,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,6 +68,16 @@ type quorumTransport struct {
 	owner string
 	// retired: an acquire round released partial grants under owner (takeRetiredOwner).
 	retired bool
+	// roundStart: the instant before the sends of the round the last acquire's result rests
+	// on, when that round ran after a wait (Q10, takeRoundStart); zero = none.
+	roundStart time.Time
+
+	// waitNode is the node followers wait on with BLOCK (Q10, waitNode in quorum_decide.go).
+	waitNode int
+	// opTimeout: the loop's per-command budget; the wait leaves room for two steps.
+	opTimeout time.Duration
+	// renewInterval: the longest wait on the wait node (Q10).
+	renewInterval time.Duration
 }
 
 // newQuorumTransport: the nodes were validated by Config.Validate (at least 2, distinct).
@@ -76,40 +88,42 @@ func newQuorumTransport(nodes []*redis.Client, key string, p params, q time.Dura
 		ttlMillis:        p.TTLMillis,
 		control:          control,
 		step:             max(p.OpTimeout/2, time.Millisecond),
-		quarantine:       quarantine(time.Duration(p.TTLMillis)*time.Millisecond, q),
+		quarantine:       quarantine(time.Duration(p.TTLMillis)*time.Millisecond, q, p.Drift),
 		clients:          make([]atomic.Pointer[redis.Client], n),
 		identities:       make([]string, n),
 		quarantinedUntil: make([]time.Time, n),
 		held:             make([]int64, n),
+		opTimeout:        p.OpTimeout,
+		renewInterval:    p.RenewInterval,
 	}
-	for _, c := range nodes {
+	names := make([]string, n)
+	for i, c := range nodes {
 		t.opts = append(t.opts, c.Options())
+		names[i] = nodeURL(c.Options())
 	}
+	t.waitNode = waitNode(names)
 	return t
+}
+
+// nodeURL is the URL a node is known by for Q10's wait node (the smallest one), built from its
+// options as redis://addr/db (rediss:// with TLS, unix://path): every elector of one
+// membership must pick the same node, in any list order (only liveness depends on it).
+func nodeURL(o *redis.Options) string {
+	if o.Network == "unix" {
+		return "unix://" + o.Addr
+	}
+	scheme := "redis"
+	if o.TLSConfig != nil {
+		scheme = "rediss"
+	}
+	return fmt.Sprintf("%s://%s/%d", scheme, o.Addr, o.DB)
 }
 
 // open makes the elector's own client for every node (see the file comment).
 func (t *quorumTransport) open() func() {
 	var own []*redis.Client
-	for i, o := range t.opts {
-		opt := *o
-		opt.ContextTimeoutEnabled = true
-		opt.MaxRetries = -1
-		// A dead node must fail the step at once, not after go-redis's 5 dial attempts.
-		opt.DialerRetries = 1
-		// Server-side maintenance hand-offs (Redis Enterprise) would move a node's
-		// connections to another endpoint behind our back; a node is one server here. (Also:
-		// the application's client already registered its handlers on these options.)
-		opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-		userHook := o.OnConnect
-		opt.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
-			if userHook != nil {
-				if err := userHook(ctx, cn); err != nil {
-					return err
-				}
-			}
-			return t.checkNew(ctx, i, cn)
-		}
+	for i := range t.opts {
+		opt := t.ownOptions(i)
 		c := redis.NewClient(&opt)
 		t.clients[i].Store(c)
 		own = append(own, c)
@@ -120,6 +134,72 @@ func (t *quorumTransport) open() func() {
 			_ = c.Close()
 		}
 	}
+}
+
+// ownOptions are node i's options for a client of the elector's own (see the file comment).
+func (t *quorumTransport) ownOptions(i int) redis.Options {
+	o := t.opts[i]
+	opt := *o
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1
+	// A dead node must fail the step at once, not after go-redis's 5 dial attempts.
+	opt.DialerRetries = 1
+	// Server-side maintenance hand-offs (Redis Enterprise) would move a node's connections
+	// to another endpoint behind our back; a node is one server here. (Also: the
+	// application's client already registered its handlers on these options.)
+	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	userHook := o.OnConnect
+	opt.OnConnect = func(ctx context.Context, cn *redis.Conn) error {
+		if userHook != nil {
+			if err := userHook(ctx, cn); err != nil {
+				return err
+			}
+		}
+		return t.checkNew(ctx, i, cn)
+	}
+	return opt
+}
+
+// blockingAcquire sends Q10's LEASE.ACQUIRE ... BLOCK to node i on a client of its own (one
+// connection, identity-checked like every other), closed afterwards. Why not the node's
+// shared client: a blocked connection holds back every later command on it, so the next
+// round would find this node silent; and if the wait is abandoned (resign, the loop's limit:
+// ctx), closing the connection is what tells the server to stop waiting for us (a grant it
+// made just before is found and released by the loop's stray release, as for any abandoned
+// acquire). Returns the token (0 = nil: timed out) or the error.
+func (t *quorumTransport) blockingAcquire(ctx context.Context, i int, owner string, wait time.Duration) (int64, *cmdError) {
+	if _, cerr := t.usable(i); cerr != nil {
+		return 0, cerr
+	}
+	opt := t.ownOptions(i)
+	opt.PoolSize = 1
+	opt.MaxIdleConns = 0
+	// The reply comes at the end of the BLOCK: the read must outlast it.
+	opt.ReadTimeout = wait + t.step + time.Second
+	c := redis.NewClient(&opt)
+	defer func() { _ = c.Close() }()
+	wctx, cancel := context.WithTimeout(ctx, wait+t.step)
+	defer cancel()
+	ch := make(chan acquireResult, 1)
+	go func() {
+		ch <- parseToken(c.Do(wctx, "LEASE.ACQUIRE", t.key, owner, t.ttlMillis, "BLOCK", wireMS(wait)).Result())
+	}()
+	select {
+	case r := <-ch:
+		return r.Token, r.Err
+	case <-wctx.Done():
+		// A blocked read may not notice the context: closing the client (deferred) ends it.
+		return 0, &cmdError{Kind: KindTimeout, Msg: fmt.Sprintf("quorum: node %d: wait abandoned", i+1)}
+	}
+}
+
+// takeRoundStart: see the leaseTransport interface (Q10).
+func (t *quorumTransport) takeRoundStart() (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.roundStart
+	t.roundStart = time.Time{}
+	return s, !s.IsZero()
 }
 
 // runIDOf returns run_id from an INFO server reply, "" if absent.
@@ -264,7 +344,49 @@ func (t *quorumTransport) releaseOn(ctx context.Context, owner string, pairs []n
 	return released, nil
 }
 
-func (t *quorumTransport) acquire(ctx context.Context, owner string, _ params, _ time.Duration, _ bool, _ time.Duration, _ func(int64)) acquireResult {
+// acquire is a campaign round (Q2-Q4); after a plain refusal it waits on the wait node and
+// runs a fresh round when woken (Q10).
+func (t *quorumTransport) acquire(ctx context.Context, owner string, _ params, block time.Duration, hasBlock bool, _ time.Duration, _ func(int64)) acquireResult {
+	t.mu.Lock()
+	t.roundStart = time.Time{}
+	t.mu.Unlock()
+	res, refused := t.acquireRound(ctx, owner)
+	if refused == nil {
+		return res
+	}
+	wait, ok := waitAfterRefusal(refused, t.waitNode, false, block, hasBlock, t.opTimeout, t.renewInterval)
+	if !ok {
+		return res
+	}
+	// Q10: wait on the wait node until it is released or expires (it then grants us that one
+	// node, which is no reign), and go straight into a fresh round. Why this is safe: the
+	// wait node's grant counts for nothing by itself; what counts is the fresh round, whose
+	// every counted node set its expiry after start, the instant taken before that round's
+	// sends, which the loop then measures the deadline from.
+	if tok, err := t.blockingAcquire(ctx, t.waitNode, owner, wait); err != nil || tok <= 0 {
+		if ctx.Err() != nil {
+			// Abandoned (resign): a grant made just before the connection closed may exist;
+			// an error makes the loop's abandonAcquire look for it and release it.
+			return acquireResult{Acked: -1, Err: &cmdError{Kind: KindTimeout, Msg: "quorum: wait abandoned"}}
+		}
+		return acquireResult{Acked: -1} // timed out (nil) or failed: the loop asks again
+	}
+	start := now()
+	res, refused = t.acquireRound(ctx, owner)
+	if refused != nil {
+		// Every node refused, the wait node included (it lost our grant meanwhile, e.g. it
+		// restarted): the loop asks again.
+		return acquireResult{Acked: -1}
+	}
+	t.mu.Lock()
+	t.roundStart = start
+	t.mu.Unlock()
+	return res
+}
+
+// acquireRound is one campaign round (ACQUIRE on all, RAISE on the granting majority). A
+// plain refusal (no reign, nothing released, not an error) also returns its replies, for Q10.
+func (t *quorumTransport) acquireRound(ctx context.Context, owner string) (acquireResult, []nodeReply[int64]) {
 	n := len(t.opts)
 	need := t.control.need(n)
 	t.mu.Lock()
@@ -275,8 +397,8 @@ func (t *quorumTransport) acquire(ctx context.Context, owner string, _ params, _
 	clear(t.held)
 	t.mu.Unlock()
 	replies := quorumRound(ctx, t, t.all(), func(c context.Context, cl *redis.Client, _ int) (int64, *cmdError) {
-		// Never BLOCK (Q2): no single node knows when a majority frees up; followers poll
-		// with the loop's jittered pause instead.
+		// Never BLOCK (Q2): no single node knows when a majority frees up; a refused
+		// follower waits on one node instead (Q10, acquire).
 		r := parseToken(cl.Do(c, "LEASE.ACQUIRE", t.key, owner, t.ttlMillis).Result())
 		return r.Token, r.Err
 	}, func(r []nodeReply[int64]) bool {
@@ -308,7 +430,7 @@ func (t *quorumTransport) acquire(ctx context.Context, owner string, _ params, _
 				}
 			}
 			t.mu.Unlock()
-			return acquireResult{Token: d.Target, Acked: -1}
+			return acquireResult{Token: d.Target, Acked: -1}, nil
 		}
 		// Not confirmed: the grants (raised or not) must not block anyone for a TTL (Q4).
 		// A node that did not answer the raise may hold either token: release with the
@@ -328,12 +450,12 @@ func (t *quorumTransport) acquire(ctx context.Context, owner string, _ params, _
 		// (NOPERM: an ACL without +lease.raise) is a fault the operator must see, not a
 		// contender: report it so the loop logs and counts it and backs off, instead of
 		// polling in silence forever.
-		return acquireResult{Acked: -1, Err: raiseRefusal(confirmed, d.Nodes)}
+		return acquireResult{Acked: -1, Err: raiseRefusal(confirmed, d.Nodes)}, nil
 	case acqActUnified:
 		t.mu.Lock()
 		copy(t.held, d.PerNode)
 		t.mu.Unlock()
-		return acquireResult{Token: d.Token, Acked: -1}
+		return acquireResult{Token: d.Token, Acked: -1}, nil
 	}
 	if len(d.Release) > 0 {
 		t.retire()
@@ -341,9 +463,12 @@ func (t *quorumTransport) acquire(ctx context.Context, owner string, _ params, _
 	}
 	if d.Err != nil {
 		return acquireResult{Acked: -1, Err: &cmdError{Kind: d.Err.Kind, Grace: d.Err.Grace,
-			Msg: fmt.Sprintf("quorum: fewer than %d of %d nodes could grant (%s)", need, n, d.Err.Msg)}}
+			Msg: fmt.Sprintf("quorum: fewer than %d of %d nodes could grant (%s)", need, n, d.Err.Msg)}}, nil
 	}
-	return acquireResult{Acked: -1}
+	if len(d.Release) > 0 {
+		return acquireResult{Acked: -1}, nil
+	}
+	return acquireResult{Acked: -1}, replies
 }
 
 // retire marks the current owner retired (Q4). Why before the RELEASE is sent: the RELEASE
@@ -453,6 +578,13 @@ func (t *quorumTransport) release(ctx context.Context, owner string, token int64
 	}
 	t.gen++
 	t.mu.Unlock()
+	// Q10: the wait node's RELEASE is sent last (all are sent at once, without waiting for
+	// replies). Its release wakes the one follower waiting there, whose next round should
+	// find the other nodes already free: their RELEASEs left before it, and the wake plus
+	// that round take at least a round trip more. A round that still overtakes one on
+	// another node is refused there and falls back to polling. Order only affects liveness:
+	// a release frees, it never grants.
+	sort.SliceStable(pairs, func(a, b int) bool { return pairs[a].Node != t.waitNode && pairs[b].Node == t.waitNode })
 	released, err := t.releaseOn(ctx, owner, pairs)
 	return released > 0, err
 }

@@ -6,7 +6,10 @@ package lease
 // (deadline from the instant before the first send, stop point, backoff) stay those of
 // decide.go, because the quorum transport sits under the same election loop.
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // majority is the smallest number of nodes that is more than half of n (Q1): any two sets of
 // this size share a node, which is what both safety arguments rest on (docs/quorum.md §3).
@@ -78,11 +81,17 @@ func checkIdentity(me int, seen string, known []string) identityCheck {
 	return identityCheck{Kind: identityChanged}
 }
 
-// quarantine is how long a node whose identity changed counts toward nothing: at least the
-// longest TTL any elector may have used on it (configured, default the module's default
-// lease.max-ttl, 30 s), and never less than this elector's own TTL.
-func quarantine(ttl, configured time.Duration) time.Duration {
-	return max(ttl, configured)
+// quarantine is how long a node whose identity changed counts toward nothing, on this
+// elector's clock: at least the longest TTL any elector may have used on it (configured,
+// default the module's default lease.max-ttl, 30 s; never less than this elector's own TTL)
+// of the *server's* clock, so stretched by the drift bound: a server duration d lasts at most
+// d / (1 - drift) on an elector clock within it (Q7). Rounded up: longer is the safe side.
+func quarantine(ttl, configured time.Duration, drift float64) time.Duration {
+	d := max(ttl, configured)
+	if drift > 0 && drift < 1 {
+		return time.Duration(math.Ceil(float64(d) / (1 - drift)))
+	}
+	return d
 }
 
 // nodeReply is one node's reply in a round. Replied false = no reply before the round's
@@ -239,4 +248,44 @@ func decideAfterRenew(c quorumControl, replies []nodeReply[bool]) afterRenewKind
 		return renewQuorumLost
 	}
 	return renewQuorumUnknown
+}
+
+// waitNode is the node every follower waits on (Q10): the one with the smallest URL, so that
+// every elector of one membership (the same node set, in any order) picks the same node.
+// Why one node and not all: waiting with BLOCK on every node would let a release wake a
+// *different* follower on each node (each node wakes its own first waiter), a split vote
+// every time; on one node exactly one follower wakes, holding that node, and its next round
+// meets the other nodes just freed by the same release round.
+func waitNode(urls []string) int {
+	best := 0
+	for i := range urls {
+		if urls[i] < urls[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// waitAfterRefusal is how long to wait on the wait node after a round that made no reign
+// (Q10); ok false = report "not granted" at once (the loop then pauses and polls, as before
+// Q10). hasBlock false = the loop gave no BLOCK budget (an unconfirmed grant's re-ask).
+//
+// Wait only when the round released nothing (a round that released partial grants retired
+// its owner: the loop must take the next one first, Q4) and the wait node itself answered
+// "held" (someone holds it: its release or expiry is what wakes us; a node that was silent or
+// failed would only make us wait for nothing). The wait is the loop's BLOCK budget minus two
+// steps: the round before and the round after the wake must fit in the loop's limit for one
+// blocking acquire (block + op_timeout), and at most capWait (the renew interval): only the
+// wait node can wake us, so if it stops answering while the other nodes free up (frozen, cut
+// off), the next round comes after at most capWait instead of the whole BLOCK.
+func waitAfterRefusal(replies []nodeReply[int64], node int, releasedAny bool, block time.Duration, hasBlock bool, opTimeout, capWait time.Duration) (time.Duration, bool) {
+	if !hasBlock {
+		return 0, false
+	}
+	b := min(block-opTimeout, capWait)
+	held := node >= 0 && node < len(replies) && replies[node].ok() && replies[node].Value <= 0
+	if held && !releasedAny && b >= time.Millisecond {
+		return b, true
+	}
+	return 0, false
 }

@@ -125,7 +125,52 @@ func TestQuorumIdentities(t *testing.T) {
 			t.Errorf("checkIdentity(%d, %q): %+v, want %+v", c.me, c.seen, got, c.want)
 		}
 	}
-	if quarantine(time.Second, 30*time.Second) != 30*time.Second || quarantine(45*time.Second, 30*time.Second) != 45*time.Second {
+	if quarantine(time.Second, 30*time.Second, 0) != 30*time.Second || quarantine(45*time.Second, 30*time.Second, 0) != 45*time.Second {
 		t.Error("quarantine is at least the TTL")
+	}
+	// Q7: a duration of the server's clock, stretched by the drift bound (rounded up).
+	if got := quarantine(time.Second, 30*time.Second, 0.01); got < 30303030*time.Microsecond || got > 30303031*time.Microsecond {
+		t.Errorf("quarantine with 1%% drift: %v", got)
+	}
+}
+
+// Q10: one wait node for every order of a node set; wait only on a held wait node, after a
+// round that released nothing, with a BLOCK budget left after two steps.
+func TestWaitNodeAndWhenToWait(t *testing.T) {
+	a := []string{"redis://c:1", "redis://a:1", "redis://b:1"}
+	b := []string{"redis://b:1", "redis://a:1", "redis://c:1"}
+	if a[waitNode(a)] != "redis://a:1" || b[waitNode(b)] != "redis://a:1" || waitNode(nil) != 0 {
+		t.Fatal("the wait node is the smallest URL")
+	}
+	busy := nodeReply[int64]{Replied: true}
+	down := nodeReply[int64]{Replied: true, Err: &cmdError{Kind: KindConnection}}
+	held := []nodeReply[int64]{busy, busy, {}}
+	op := 200 * time.Millisecond
+	for _, c := range []struct {
+		name     string
+		replies  []nodeReply[int64]
+		node     int
+		released bool
+		block    time.Duration
+		has      bool
+		want     time.Duration
+		ok       bool
+	}{
+		{"held, nothing released", held, 0, false, 5 * time.Second, true, 4800 * time.Millisecond, true},
+		{"the wait node silent", held, 2, false, 5 * time.Second, true, 0, false},
+		{"the wait node failed", []nodeReply[int64]{down, busy, busy}, 0, false, 5 * time.Second, true, 0, false},
+		{"partial grants released: owner retired (Q4)", held, 0, true, 5 * time.Second, true, 0, false},
+		{"the wait node granted", []nodeReply[int64]{{Replied: true, Value: 7}, busy, busy}, 0, false, 5 * time.Second, true, 0, false},
+		{"no BLOCK budget", held, 0, false, 0, false, 0, false},
+		{"too little BLOCK budget", held, 0, false, op, true, 0, false},
+	} {
+		got, ok := waitAfterRefusal(c.replies, c.node, c.released, c.block, c.has, op, 9*time.Second)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: %v %v, want %v %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+	// At most the cap: a wait node that stops answering must not hold us for the BLOCK.
+	if got, ok := waitAfterRefusal(held, 0, false, 5*time.Second, true, op, 333*time.Millisecond); !ok || got != 333*time.Millisecond {
+		t.Errorf("capped: %v %v", got, ok)
 	}
 }

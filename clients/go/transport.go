@@ -63,6 +63,12 @@ type leaseTransport interface {
 	// advances the reign (Q4, R17), so that RELEASE is the last command ever sent under that
 	// owner.
 	takeRetiredOwner() bool
+	// takeRoundStart is the instant before the sends of the commands the last acquire's
+	// grant rests on, when it is later than the instant the loop took before calling acquire
+	// (once; false otherwise). Quorum mode waits on one node and then runs a fresh round
+	// (Q10): every node counted in that round set its expiry after this instant, so the loop
+	// may measure the deadline from it instead of from before the wait.
+	takeRoundStart() (time.Time, bool)
 }
 
 type transport struct {
@@ -75,8 +81,9 @@ type transport struct {
 	noClientID atomic.Bool
 }
 
-func (t *transport) holdsAfterRejection() bool { return false }
-func (t *transport) takeRetiredOwner() bool    { return false }
+func (t *transport) holdsAfterRejection() bool         { return false }
+func (t *transport) takeRetiredOwner() bool            { return false }
+func (t *transport) takeRoundStart() (time.Time, bool) { return time.Time{}, false }
 
 // open makes the elector's own ClusterClient when the application's is one; the returned
 // function closes it. Calls still running on it when it is closed fail, which is fine: the

@@ -438,6 +438,138 @@ var deciders = map[string]decider{
 	},
 }
 
+// nodeReplies reads a round's `replies` (one per node in node order; null = no reply in
+// time) with one(reply object) for each reply.
+func nodeReplies[T any](t vt, where string, in *input, one func(m map[string]any) nodeReply[T]) []nodeReply[T] {
+	var raw []map[string]any
+	dec := json.NewDecoder(bytes.NewReader(in.raw("replies")))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		t.Fatalf("%s: replies: %v", where, err)
+	}
+	out := make([]nodeReply[T], len(raw))
+	for i, m := range raw {
+		if m != nil {
+			out[i] = one(m)
+		}
+	}
+	return out
+}
+
+func acquireReplies(t vt, where string, in *input) []nodeReply[int64] {
+	return nodeReplies(t, where, in, func(m map[string]any) nodeReply[int64] {
+		switch m["reply"] {
+		case "granted":
+			tok, err := m["token"].(json.Number).Int64()
+			if err != nil {
+				t.Fatalf("%s: token: %v", where, err)
+			}
+			acked(t, where, m)
+			return nodeReply[int64]{Replied: true, Value: tok}
+		case "nil":
+			return nodeReply[int64]{Replied: true}
+		case "error":
+			return nodeReply[int64]{Replied: true, Err: parseError(t, where, m)}
+		}
+		t.Fatalf("%s: unknown acquire reply %v", where, m["reply"])
+		return nodeReply[int64]{}
+	})
+}
+
+func renewReplies(t vt, where string, in *input) []nodeReply[bool] {
+	return nodeReplies(t, where, in, func(m map[string]any) nodeReply[bool] {
+		switch m["reply"] {
+		case "renewed":
+			acked(t, where, m)
+			return nodeReply[bool]{Replied: true, Value: true}
+		case "not_held":
+			return nodeReply[bool]{Replied: true}
+		case "error":
+			return nodeReply[bool]{Replied: true, Err: parseError(t, where, m)}
+		}
+		t.Fatalf("%s: unknown renew reply %v", where, m["reply"])
+		return nodeReply[bool]{}
+	})
+}
+
+func init() {
+	deciders["quorum_after_acquire"] = func(t vt, where string, _ params, in *input) map[string]any {
+		a := decideAfterAcquire(quorumCorrect, acquireReplies(t, where, in), 0)
+		switch a.Kind {
+		case acqRaise:
+			nodes := make([]any, len(a.Nodes))
+			for i, n := range a.Nodes {
+				nodes[i] = int64(n)
+			}
+			return map[string]any{"action": "raise", "target": a.Target, "nodes": nodes}
+		case acqAbort:
+			partial := make([]any, len(a.Release))
+			for i, r := range a.Release {
+				partial[i] = []any{int64(r.Node), r.Token}
+			}
+			out := map[string]any{"action": "abort", "partial": partial, "outcome": "not_granted", "error_kind": nil, "grace_us": nil}
+			if a.Err != nil {
+				out["outcome"], out["error_kind"] = "error", string(a.Err.Kind)
+				if a.Err.Kind == KindGrace {
+					out["grace_us"] = usRound(a.Err.Grace)
+				}
+			}
+			return out
+		}
+		t.Fatalf("%s: kind %v is a negative control's", where, a.Kind)
+		return nil
+	}
+	deciders["quorum_after_renew"] = func(t vt, where string, _ params, in *input) map[string]any {
+		r := renewReplies(t, where, in)
+		action := map[afterRenewKind]string{renewQuorumRenewed: "renewed", renewQuorumLost: "lost", renewQuorumUnknown: "unknown"}[decideAfterRenew(quorumCorrect, r)]
+		return map[string]any{"action": action, "confirmed": raiseConfirmed(quorumCorrect, r, len(r))}
+	}
+	deciders["quorum_wait"] = func(t vt, where string, p params, in *input) map[string]any {
+		var urls []string
+		if err := json.Unmarshal(in.raw("urls"), &urls); err != nil {
+			t.Fatalf("%s: urls: %v", where, err)
+		}
+		var released bool
+		if err := json.Unmarshal(in.raw("released_any"), &released); err != nil {
+			t.Fatalf("%s: released_any: %v", where, err)
+		}
+		var block time.Duration
+		has := !in.isNull("block_us")
+		if has {
+			block = us(in.int("block_us"))
+		}
+		node := waitNode(urls)
+		out := map[string]any{"wait_node": int64(node), "wait_us": nil}
+		if w, ok := waitAfterRefusal(acquireReplies(t, where, in), node, released, block, has, p.OpTimeout, p.RenewInterval); ok {
+			out["wait_us"] = usRound(w)
+		}
+		return out
+	}
+	deciders["quorum_identity"] = func(t vt, where string, _ params, in *input) map[string]any {
+		var known []*string
+		if err := json.Unmarshal(in.raw("known"), &known); err != nil {
+			t.Fatalf("%s: known: %v", where, err)
+		}
+		ks := make([]string, len(known))
+		for i, k := range known {
+			if k != nil {
+				ks[i] = *k
+			}
+		}
+		c := checkIdentity(int(in.int("me")), in.str("seen"), ks)
+		kinds := map[identityKind]string{identityFirst: "first", identitySame: "same", identityChanged: "changed", identityDuplicate: "duplicate"}
+		out := map[string]any{"check": kinds[c.Kind], "of": nil}
+		if c.Kind == identityDuplicate {
+			out["of"] = int64(c.Of)
+		}
+		return out
+	}
+	deciders["quorum_quarantine"] = func(t vt, where string, p params, in *input) map[string]any {
+		q := quarantine(time.Duration(p.TTLMillis)*time.Millisecond, us(in.int("node_quarantine_us")), p.Drift)
+		return map[string]any{"quarantine_us": usRound(q)}
+	}
+}
+
 // compare checks every key of expect against got (and that got has no key expect lacks).
 // Keys ending in _us allow a difference of 1 µs (floating point products, rounding).
 func compare(t vt, where string, expect map[string]json.RawMessage, got map[string]any) {
@@ -501,6 +633,16 @@ func equal(key string, e, g any) string {
 			}
 		default:
 			return fmt.Sprintf("want %v, got %v (%T)", ev, g, g)
+		}
+	case []any:
+		gs, ok := g.([]any)
+		if !ok || len(gs) != len(ev) {
+			return fmt.Sprintf("want %v, got %v", ev, g)
+		}
+		for i := range ev {
+			if msg := equal(key, ev[i], gs[i]); msg != "" {
+				return fmt.Sprintf("[%d]: %s", i, msg)
+			}
 		}
 	case map[string]any:
 		gm, ok := g.(map[string]any)

@@ -593,8 +593,9 @@ export class Elector extends EventEmitter {
         await this.releaseStray(unconfirmed !== null);
         return { kind: "resigned" };
       }
-      // Quorum mode never BLOCKs (Q2): no node knows when a majority frees up; followers poll.
-      const blockUs = unconfirmed === null && this.quorum === null ? cfg.blockTimeoutUs : null;
+      // In quorum mode the rounds never BLOCK (Q2: no node knows when a majority frees up); the
+      // BLOCK budget is that of the wait on one node after a refusal (Q10).
+      const blockUs = unconfirmed === null ? cfg.blockTimeoutUs : null;
       const limitUs = decide.opLimit(cfg, blockUs);
       const w = decide.waitFor(cfg);
       const blockMs = blockUs === null ? null : decide.wireMs(blockUs);
@@ -606,12 +607,16 @@ export class Elector extends EventEmitter {
       // R17: one owner per campaign (the re-asks below refresh our own grant); a step-down
       // inside lead() advances the reign, so the next campaign asks as a new owner.
       const owner = this.currentOwner;
-      const sentAt = nowUs();
+      let sentAt = nowUs();
       const r =
         this.quorum !== null
-          ? await this.quorumAcquire(this.quorum, owner, sentAt + limitUs)
+          ? await this.quorumAcquire(this.quorum, owner, sentAt + limitUs, blockUs)
           : await this.op(link, limitUs, (c) => t.acquire(c, this.key, owner, cfg.ttlMs, blockMs, w));
       const now = nowUs();
+      // Q10: a quorum grant made by a round that started after a wait is measured from that
+      // round's start (never earlier than our own sentAt).
+      const roundStart = this.quorum?.takeRoundStart() ?? null;
+      if (roundStart !== null && roundStart > sentAt) sentAt = roundStart;
       if (!r.ok && "aborted" in r) {
         // Resigned while asking: the abandoned ACQUIRE may have been granted after all.
         await this.releaseStray(true);
@@ -673,9 +678,9 @@ export class Elector extends EventEmitter {
           this.metrics.acquire("not_granted");
           // Why: BLOCK answers nil only after its timeout; a much faster nil means something
           // else is going on, and we must not spin on it.
-          // Quorum mode: a round never BLOCKs, so it is judged as a BLOCKing ask that came back
-          // at once: followers poll with the loop's jittered pause instead of spinning (as the
-          // Go port does).
+          // Quorum mode: a round never BLOCKs, so a refusal that did not wait (Q10: the wait
+          // node down) is judged as a BLOCKing ask that came back at once: followers poll with
+          // the loop's jittered pause instead of spinning (as the Go port does).
           const pause = decide.notGrantedPause(cfg, this.quorum !== null ? cfg.blockTimeoutUs : blockUs, sentAt, now, Math.random());
           if (pause > 0) await this.sleepUntil(nowUs() + pause);
           break;
@@ -698,12 +703,12 @@ export class Elector extends EventEmitter {
   }
 
   /** A quorum campaign round as the Outcome of one ACQUIRE (resign abandons it). */
-  private async quorumAcquire(quorum: Quorum, owner: string, untilUs: number): Promise<Outcome<t.Granted>> {
+  private async quorumAcquire(quorum: Quorum, owner: string, untilUs: number, blockUs: number | null): Promise<Outcome<t.Granted>> {
     const ac = new AbortController();
     this.currentOp = ac;
     if (this.resigned) ac.abort();
     try {
-      const r = await quorum.acquire(this.key, owner, this.config.ttlMs, untilUs, ac.signal);
+      const r = await quorum.acquire(this.key, owner, this.config.ttlMs, untilUs, ac.signal, blockUs);
       if (r === ABORTED) return { ok: false, aborted: true };
       if (r === "nil") return { ok: true, value: { token: null, acked: null } };
       if (typeof r === "number") return { ok: true, value: { token: r, acked: null } };

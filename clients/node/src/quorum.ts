@@ -7,7 +7,8 @@
  * stopped, the per-reign owner. What changes is what one "reply" means: a round over N
  * independent primaries, one command to every node in parallel, each awaited at most
  * opTimeout/2 (two steps, ACQUIRE and RAISE, must fit in the loop's limit of one non-blocking
- * ACQUIRE). The decisions are quorumDecide.ts.
+ * ACQUIRE). The decisions are quorumDecide.ts. A follower whose round was refused waits with
+ * BLOCK on one node and runs a fresh round when woken (Q10, acquire).
  *
  * Node identity (Q6, Q7): every new connection to a node first reads INFO server's run_id; a
  * node that answers with another node's server counts toward nothing, a node whose server
@@ -16,7 +17,7 @@
 import { lookup } from "node:dns/promises";
 import { realpathSync } from "node:fs";
 import { Command } from "ioredis";
-import type { DecisionConfig, Failure } from "./decide.js";
+import { wireMs, type DecisionConfig, type Failure } from "./decide.js";
 import type { Logger } from "./log.js";
 import * as q from "./quorumDecide.js";
 import * as t from "./transport.js";
@@ -109,6 +110,18 @@ export async function serverAddresses(spec: ConnectionSpec): Promise<string[]> {
   }
 }
 
+/**
+ * The URL a node is known by for Q10's wait node (the smallest one): a URL as given, or for
+ * options / a client `redis://host:port/db` (`rediss` with TLS, `unix://path`). Every elector
+ * of one membership must pick the same node, in any list order (only liveness depends on it).
+ */
+export function nodeUrl(spec: ConnectionSpec): string {
+  if (typeof spec === "string") return spec;
+  const o = ((spec as { options?: unknown }).options ?? spec) as { host?: string; port?: number; path?: string; db?: number; tls?: unknown };
+  if (o.path !== undefined) return `unix://${o.path}`;
+  return `${o.tls === undefined ? "redis" : "rediss"}://${o.host ?? "localhost"}:${o.port ?? 6379}/${o.db ?? 0}`;
+}
+
 /** Q6: why the node list names one server twice under any spelling, or null. */
 export async function duplicateProblem(nodes: ConnectionSpec[]): Promise<string | null> {
   const addrs = await Promise.all(nodes.map(serverAddresses));
@@ -143,6 +156,17 @@ export class Quorum {
   private held: Array<number | null>;
   /** A campaign round released partial grants under its owner (see takeRetiredOwner). */
   private retired = false;
+  /** The node followers wait on with BLOCK (Q10, quorumDecide.waitNode). */
+  readonly waitNode: number;
+  private readonly opTimeoutUs: number;
+  /** The longest wait on the wait node (Q10). */
+  private readonly renewIntervalUs: number;
+  private readonly connectMs: number;
+  /**
+   * The instant (µs) before the sends of the round the last acquire's result rests on, when
+   * that round ran after a wait (see takeRoundStart).
+   */
+  private roundStart: number | null = null;
 
   constructor(
     readonly nodes: ConnectionSpec[],
@@ -163,6 +187,10 @@ export class Quorum {
     this.stepUs = Math.max(Math.floor(cfg.opTimeoutUs / 2), 1000);
     this.quarantineUs = q.quarantineUs(cfg.ttlMs, nodeQuarantineMs * 1000, cfg.drift);
     const connectMs = Math.max(100, this.stepUs / 1000);
+    this.connectMs = connectMs;
+    this.opTimeoutUs = cfg.opTimeoutUs;
+    this.renewIntervalUs = cfg.renewIntervalUs;
+    this.waitNode = q.waitNode(nodes.map(nodeUrl));
     this.links = nodes.map((s, i) => new Link(connectionFactory(s, connectMs), log, `node${i + 1}`));
     this.observeLinks = nodes.map((s, i) => new Link(connectionFactory(s, connectMs), log, `observe${i + 1}`));
     this.known = nodes.map(() => null);
@@ -231,6 +259,7 @@ export class Quorum {
     untilUs: number,
     signal: AbortSignal | undefined,
     done: (r: Array<q.NodeReply<T>>) => boolean = () => false,
+    order: number[] = cmds.map((_, i) => i),
   ): Promise<Array<q.NodeReply<T>> | Aborted> {
     return new Promise((resolve) => {
       const out: Array<q.NodeReply<T>> = cmds.map(() => null);
@@ -241,7 +270,9 @@ export class Quorum {
         finished = true;
         resolve(signal?.aborted === true ? ABORTED : out);
       };
-      cmds.forEach((fn, i) => {
+      // Sent in `order` (only liveness depends on it: Q10's wait node last on release).
+      order.forEach((i) => {
+        const fn = cmds[i] ?? null;
         if (fn === null) return;
         const until = this.quarantinedUntil[i] ?? 0;
         if (nowUs() < until) {
@@ -280,13 +311,104 @@ export class Quorum {
     return r;
   }
 
+  /**
+   * Q10: the instant (µs) before the sends of the round the last acquire's result rests on,
+   * when that round ran after a wait (once; null otherwise). Every node counted in that round
+   * set its expiry after this instant, so the loop may measure the deadline from it (when it
+   * is later than its own sentAt).
+   */
+  takeRoundStart(): number | null {
+    const r = this.roundStart;
+    this.roundStart = null;
+    return r;
+  }
+
   /** After a lost renewal: nodes that still said 1 are released only after the task stopped (Q5, R13). */
   holdsAfterRejection(): boolean {
     return this.held.some((h) => h !== null);
   }
 
-  /** Q2-Q4: a token to lead on, "nil" (not granted: poll again), or a failure (back off). */
-  async acquire(key: string, owner: string, ttlMs: number, loopUntilUs: number, signal: AbortSignal): Promise<number | "nil" | RoundFailure | Aborted> {
+  /**
+   * Q2-Q4 and Q10: a token to lead on, "nil" (not granted: poll again), or a failure (back off).
+   * `blockUs`: the loop's BLOCK budget (null: no wait, e.g. re-asking for an unconfirmed grant).
+   */
+  async acquire(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    loopUntilUs: number,
+    signal: AbortSignal,
+    blockUs: number | null = null,
+  ): Promise<number | "nil" | RoundFailure | Aborted> {
+    this.roundStart = null;
+    const first = await this.acquireRound(key, owner, ttlMs, loopUntilUs, signal);
+    if (!(typeof first === "object" && "refused" in first)) return first;
+    const wait = q.waitAfterRefusal(
+      first.refused,
+      this.waitNode,
+      false,
+      blockUs,
+      this.opTimeoutUs,
+      this.renewIntervalUs,
+    );
+    if (wait === null) return "nil";
+    // Q10: wait on the wait node until it is released or expires (it then grants us that one
+    // node, which is no reign), and go straight into a fresh round. Why this is safe: the wait
+    // node's grant counts for nothing by itself; what counts is the fresh round, whose every
+    // counted node set its expiry after `start`, the instant taken before that round's sends,
+    // which the loop then measures the deadline from.
+    const woken = await this.blockingAcquire(this.waitNode, key, owner, ttlMs, wait, Math.min(nowUs() + wait + this.stepUs, loopUntilUs), signal);
+    if (woken === ABORTED) return ABORTED;
+    if (!woken) return "nil"; // timed out (nil), failed, or the node went away: the loop asks again
+    const start = nowUs();
+    const second = await this.acquireRound(key, owner, ttlMs, loopUntilUs, signal);
+    // Every node refused, the wait node included (it lost our grant meanwhile, e.g. it
+    // restarted): the loop asks again.
+    if (typeof second === "object" && "refused" in second) return "nil";
+    this.roundStart = start;
+    return second;
+  }
+
+  /**
+   * Q10's LEASE.ACQUIRE ... BLOCK on node `i` alone, on a connection of its own (identity
+   * checked like every other), closed afterwards: true if it granted. Why not the node's
+   * shared link: a blocked connection holds back every later command on it, so the next round
+   * would find this node silent; and if the wait is abandoned (resign), closing the
+   * connection is what tells the server to stop waiting for us (a grant it made just before
+   * is found and released by the loop's stray release, as for any abandoned acquire).
+   */
+  private async blockingAcquire(
+    i: number,
+    key: string,
+    owner: string,
+    ttlMs: number,
+    waitUs: number,
+    untilUs: number,
+    signal: AbortSignal,
+  ): Promise<boolean | Aborted> {
+    if (nowUs() < (this.quarantinedUntil[i] ?? 0)) return false;
+    const spec = this.nodes[i] as ConnectionSpec;
+    const link = new Link(connectionFactory(spec, this.connectMs), this.log, `wait${i + 1}`);
+    try {
+      const o = await link.run(Math.max(1, (untilUs - nowUs()) / 1000), signal, this.checkedCmd(i, (c) => t.acquire(c, key, owner, ttlMs, wireMs(waitUs), null)));
+      if (!o.ok) return "aborted" in o ? ABORTED : false;
+      return o.value.token !== null;
+    } finally {
+      link.close();
+    }
+  }
+
+  /**
+   * One campaign round (Q2-Q4). A plain refusal (no reign, nothing released, not an error)
+   * returns its replies, for Q10.
+   */
+  private async acquireRound(
+    key: string,
+    owner: string,
+    ttlMs: number,
+    loopUntilUs: number,
+    signal: AbortSignal,
+  ): Promise<number | "nil" | RoundFailure | Aborted | { refused: q.AcquireReply[] }> {
     const n = this.n;
     const m = q.need(this.control, n);
     // What an earlier round left here is not this round's: a round only holds what it
@@ -344,7 +466,7 @@ export class Quorum {
     }
     this.retired = this.retired || a.release.length > 0;
     await this.releaseOn(key, owner, a.release);
-    if (a.outcome === "not_granted") return "nil";
+    if (a.outcome === "not_granted") return a.release.length > 0 ? "nil" : { refused: replies };
     return { failure: a.outcome.fail, message: `quorum: fewer than ${m} of ${n} nodes could grant (${a.outcome.message})` };
   }
 
@@ -382,9 +504,19 @@ export class Quorum {
     };
   }
 
-  /** On every node, with the token each holds for us (best effort): true if any released. */
+  /**
+   * On every node, with the token each holds for us (best effort): true if any released.
+   *
+   * Q10: the wait node's RELEASE is sent last (all are sent at once, without waiting for
+   * replies). Its release wakes the one follower waiting there, whose next round should find
+   * the other nodes already free: their RELEASEs left before it, and the wake plus that round
+   * take at least a round trip more. A round that still overtakes one on another node is
+   * refused there and falls back to polling. Order only affects liveness: a release frees, it
+   * never grants.
+   */
   async release(key: string, owner: string, token: number): Promise<boolean> {
     const pairs: Array<[number, number]> = this.held.map((h, i) => [i, h ?? token]);
+    pairs.sort((a, b) => Number(a[0] === this.waitNode) - Number(b[0] === this.waitNode));
     const got = await this.releaseOn(key, owner, pairs);
     this.held = this.nodes.map(() => null);
     return got > 0;
@@ -425,7 +557,7 @@ export class Quorum {
     if (pairs.length === 0) return 0;
     const cmds: Array<Cmd<boolean>> = this.nodes.map(() => null);
     for (const [i, tok] of pairs) cmds[i] = (c) => t.release(c, key, owner, tok);
-    const raw = await this.round(this.links, cmds, nowUs() + this.stepUs, undefined);
+    const raw = await this.round(this.links, cmds, nowUs() + this.stepUs, undefined, undefined, pairs.map((p) => p[0]));
     if (raw === ABORTED) return 0;
     return raw.filter((x) => x === true).length;
   }

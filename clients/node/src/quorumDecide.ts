@@ -185,3 +185,49 @@ export function afterRenew(control: QuorumControl, replies: ReadonlyArray<NodeRe
   if (zeros > n - m) return "lost";
   return "unknown";
 }
+
+// ---- a refused follower's wait (Q10) ----
+
+/**
+ * Q10: the node every follower waits on, the one with the smallest URL, so that every elector
+ * of one membership (the same node set, in any order) picks the same node. Why one node and
+ * not all: waiting with BLOCK on every node would let a release wake a DIFFERENT follower on
+ * each node (each node wakes its own first waiter), a split vote every time; on one node
+ * exactly one follower wakes, holding that node, and its next round meets the other nodes
+ * just freed by the same release round.
+ */
+export function waitNode(urls: ReadonlyArray<string>): number {
+  let best = 0;
+  urls.forEach((u, i) => {
+    if (u < (urls[best] as string)) best = i;
+  });
+  return best;
+}
+
+/**
+ * Q10: how long (µs) to wait on the wait node after a round that made no reign, or null to
+ * report "not granted" at once (the loop then pauses and polls, as before Q10). `blockUs`: the
+ * loop's BLOCK budget (null: none, e.g. re-asking for an unconfirmed grant).
+ *
+ * Wait only when the round released nothing (a round that released partial grants retired
+ * its owner: the loop must take the next one first, Q4) and the wait node itself answered
+ * "held" (someone holds it: its release or expiry is what wakes us; a node that was silent or
+ * failed would only make us wait for nothing). The wait is the loop's BLOCK budget minus two
+ * steps: the round before and the round after the wake must fit in the loop's limit for one
+ * blocking acquire (block + op_timeout), and at most `capUs` (the renew interval): only the
+ * wait node can wake us, so if it stops answering while the other nodes free up (frozen, cut
+ * off), the next round comes after at most `capUs` instead of the whole BLOCK.
+ */
+export function waitAfterRefusal(
+  replies: ReadonlyArray<AcquireReply>,
+  node: number,
+  releasedAny: boolean,
+  blockUs: number | null,
+  opTimeoutUs: number,
+  capUs: number,
+): number | null {
+  if (blockUs === null) return null;
+  const b = Math.min(blockUs - opTimeoutUs, capUs);
+  const held = replies[node] === "refused";
+  return held && !releasedAny && b >= 1000 ? b : null;
+}

@@ -117,7 +117,11 @@ describe("quorum mode against 3 redis-servers", { skip: skip ?? false }, () => {
     // Nodes 1 and 2 are held by someone else: every round gets node 3 alone, which it must
     // give back (else it blocks others for a TTL), under an owner it never sends again.
     for (const s of servers.slice(0, 2)) assert.match(await s.command("LEASE.ACQUIRE", key, "other", "20000"), /^:\d+/);
-    const e = elector({ redis: urls(), key, ttlMs: 1000, logger: quiet });
+    // Q10's wait off (a BLOCK budget of one op timeout leaves no wait): this test is about
+    // rounds that release. With the wait on, a round decided early on two refusals, before
+    // node 3's grant arrived, waits instead of releasing, and rightly keeps its owner (as
+    // client/tests/quorum_redis.rs does).
+    const e = elector({ redis: urls(), key, ttlMs: 1000, opTimeoutMs: 200, blockTimeoutMs: 200, logger: quiet });
     const owners = new Set<string>();
     const run = e.run(() => assert.fail("must not lead on one node of three"));
     await waitFor(() => {
@@ -130,6 +134,75 @@ describe("quorum mode against 3 redis-servers", { skip: skip ?? false }, () => {
     // round the resign abandoned, by the resign), not left to expire a TTL later.
     assert.equal(await held(servers[2]!, key), null);
     for (const s of servers.slice(0, 2)) await s.command("LEASE.RELEASE", key, "other", String((await held(s, key))?.[1] ?? 0));
+  });
+
+  // Q10: a refused follower waits on the wait node (the smallest URL) instead of polling every
+  // node, and takes over as soon as the holder releases. Would catch: a follower polling
+  // (about 15 rounds in the 1.5 s below at the 50..100 ms pause of a not-granted round, so
+  // about 15 ACQUIREs on every node), a wait that never wakes (it would end only 4.8 s after
+  // it began), or a wake that does not lead.
+  // Q10: a resign during the wait ends it at once: resign() returns promptly and the wait's own
+  // connection is gone (no client left blocked on the wait node).
+  test("a resign during the wait withdraws it", async () => {
+    const key = newKey();
+    for (const s of servers) assert.match(await s.command("LEASE.ACQUIRE", key, "holder", "20000"), /^:\d+/);
+    const blocked = async (): Promise<number> => {
+      let n = 0;
+      for (const s of servers) n += Number(/blocked_clients:(\d+)/.exec(await s.command("INFO", "clients"))?.[1] ?? 0);
+      return n;
+    };
+    const e = elector({ redis: urls(), key, ttlMs: 600, logger: quiet });
+    const run = e.run(() => assert.fail("must not lead while another holds every node"));
+    await waitFor(async () => (await blocked()) === 1, 5000, "a follower blocked on one node");
+    const t0 = performance.now();
+    await e.resign();
+    assert.deepEqual(await run, { kind: "resigned" });
+    assert.ok(performance.now() - t0 < 1000, `resign took ${Math.round(performance.now() - t0)} ms: the wait held it up`);
+    await waitFor(async () => (await blocked()) === 0, 2000, "no client blocked after the resign");
+    for (const s of servers) await s.command("LEASE.RELEASE", key, "holder", String((await held(s, key))?.[1] ?? 0));
+  });
+
+  test("a refused follower waits on one node and takes over on release", async () => {
+    const key = newKey();
+    const calls = async (s: RedisServer): Promise<number> => {
+      const info = await s.command("INFO", "commandstats");
+      const m = /cmdstat_lease\.acquire:calls=(\d+)/.exec(info);
+      return m === null ? 0 : Number(m[1]);
+    };
+    for (const s of servers) assert.match(await s.command("LEASE.ACQUIRE", key, "holder", "20000"), /^:\d+/);
+    const before = await Promise.all(servers.map(calls));
+    // TTL 3 s: the wait is capped at the renew interval (1 s).
+    const e = elector({ redis: urls(), key, ttlMs: 3000, logger: quiet });
+    let lease: LeaderContext | null = null;
+    const run = e.run(leaderTask((l) => (lease = l)));
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(lease, null, "led while another held every node");
+    const after = await Promise.all(servers.map(calls));
+    servers.forEach((_, i) => {
+      const n = (after[i] ?? 0) - (before[i] ?? 0);
+      // One round, then the wait (one more call on the wait node only).
+      // A round and the wait, once more after the cap (4 on the wait node), plus the odd round
+      // that ended on two refusals before the wait node answered: at most 7; polling: ~15.
+      assert.ok(n <= 7, `node ${i}: ${n} ACQUIREs in 1.5 s: the follower polls`);
+      assert.ok(n >= 1, `node ${i}: never asked`);
+    });
+    // The holder lets go, the wait node last (as a resigning leader does): the waiting follower
+    // leads at once, long before its wait or the holder's 20 s lease would end.
+    const order = servers.map((_, i) => i).sort((a, b) => (urls()[a]! < urls()[b]! ? -1 : 1));
+    order.push(order.shift()!);
+    for (const i of order) {
+      const h = await held(servers[i]!, key);
+      assert.equal(h?.[0], "holder");
+      assert.equal(await servers[i]!.command("LEASE.RELEASE", key, "holder", String(h?.[1] ?? 0)), ":1\r\n");
+    }
+    await waitFor(() => lease !== null, 2000, "the take-over within 2 s of the release");
+    const tok = (lease as LeaderContext | null)?.token ?? 0;
+    for (const s of servers) {
+      const h = await held(s, key);
+      assert.ok(h !== null && h[0] === e.currentOwner && h[1] === tok, `node holds ${JSON.stringify(h)}, want the follower's token ${tok}`);
+    }
+    await e.resign();
+    assert.deepEqual(await run, { kind: "resigned" });
   });
 });
 

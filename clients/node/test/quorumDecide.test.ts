@@ -10,6 +10,8 @@ import {
   quarantineUs,
   raiseConfirmed,
   runIdOf,
+  waitAfterRefusal,
+  waitNode,
   type AcquireReply,
   type NodeFail,
   type NodeReply,
@@ -79,4 +81,23 @@ test("quarantine: max(ttl, configured), stretched by the drift bound; run_id fro
   assert.equal(runIdOf("# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\ntcp_port:1\r\n"), "abc123");
   assert.equal(runIdOf("# Server\r\nrun_id:\r\n"), null);
   assert.equal(runIdOf("# Server\r\n"), null);
+});
+
+test("Q10: one wait node for every order of a node set; wait only on a held wait node", () => {
+  const a = ["redis://c:1", "redis://a:1", "redis://b:1"];
+  const b = [...a].reverse();
+  assert.equal(a[waitNode(a)], "redis://a:1");
+  assert.equal(b[waitNode(b)], "redis://a:1");
+  assert.equal(waitNode([]), 0);
+  const held: AcquireReply[] = ["refused", "refused", null];
+  const down: NodeFail = { fail: { kind: "connection", graceUs: null }, message: "down" };
+  assert.equal(waitAfterRefusal(held, 0, false, 5_000_000, 200_000, 9_000_000), 4_800_000);
+  // At most the cap: a wait node that stops answering must not hold us for the BLOCK.
+  assert.equal(waitAfterRefusal(held, 0, false, 5_000_000, 200_000, 333_000), 333_000);
+  assert.equal(waitAfterRefusal(held, 2, false, 5_000_000, 200_000, 9_000_000), null, "the wait node silent");
+  assert.equal(waitAfterRefusal([down, "refused", "refused"], 0, false, 5_000_000, 200_000, 9_000_000), null, "the wait node failed");
+  assert.equal(waitAfterRefusal(held, 0, true, 5_000_000, 200_000, 9_000_000), null, "owner retired (Q4)");
+  assert.equal(waitAfterRefusal([7, "refused", "refused"], 0, false, 5_000_000, 200_000, 9_000_000), null, "granted");
+  assert.equal(waitAfterRefusal(held, 0, false, null, 200_000, 9_000_000), null, "no BLOCK budget");
+  assert.equal(waitAfterRefusal(held, 0, false, 200_000, 200_000, 9_000_000), null, "too little BLOCK budget");
 });

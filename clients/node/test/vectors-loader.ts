@@ -1,8 +1,9 @@
 // Loader of the shared decision vectors: runs one case of any decision file against
-// src/decide.ts and compares the result with the case's `expect`.
+// src/decide.ts or src/quorumDecide.ts and compares the result with the case's `expect`.
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import * as d from "../src/decide.js";
+import * as q from "../src/quorumDecide.js";
 import { clientDir } from "./support.js";
 
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
@@ -107,6 +108,31 @@ function renewResult(r: Obj): d.RenewResult {
     default:
       throw new Error(`unknown renew reply ${JSON.stringify(r["reply"])}`);
   }
+}
+
+function arr(v: Json | undefined, what: string): Json[] {
+  if (!Array.isArray(v)) throw new Error(`${what}: expected an array, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+/** A round's ACQUIRE replies, one per node in node order (null = no reply in time). */
+function acquireReplies(input: Obj): q.AcquireReply[] {
+  return arr(input["replies"], "replies").map((r): q.AcquireReply => {
+    if (r === null) return null;
+    const a = acquireResult(obj(r, "reply"));
+    if (a.reply === "granted") return a.token;
+    if (a.reply === "nil") return "refused";
+    return { fail: a.failure, message: "vector" };
+  });
+}
+
+function renewReplies(input: Obj): Array<q.NodeReply<boolean>> {
+  return arr(input["replies"], "replies").map((r): q.NodeReply<boolean> => {
+    if (r === null) return null;
+    const a = renewResult(obj(r, "reply"));
+    if (a.reply === "error") return { fail: a.failure, message: "vector" };
+    return a.reply === "renewed";
+  });
 }
 
 const nullableBlock = (v: Json | undefined): number | null =>
@@ -244,12 +270,67 @@ export function actual(file: VectorFile, c: VectorCase): Obj {
       }
       return { reign: d.nextReign(num(input["reign"], "reign"), event as d.ReignEvent) };
     }
+    case "quorum_after_acquire": {
+      const a = q.afterAcquire("correct", acquireReplies(input), 0);
+      switch (a.action) {
+        case "raise":
+          return { action: "raise", target: a.target, nodes: a.nodes };
+        case "abort": {
+          const failed = a.outcome === "not_granted" ? null : a.outcome.fail;
+          return {
+            action: "abort",
+            partial: a.release.map(([n, t]) => [n, t]),
+            outcome: failed === null ? "not_granted" : "error",
+            error_kind: failed === null ? null : failed.kind,
+            grace_us: failed !== null && failed.kind === "grace" ? failed.graceUs : null,
+          };
+        }
+        case "act_unified":
+          throw new Error("act_unified is a negative control's");
+      }
+      break;
+    }
+    case "quorum_after_renew": {
+      const r = renewReplies(input);
+      return { action: q.afterRenew("correct", r), confirmed: q.raiseConfirmed("correct", r, r.length) };
+    }
+    case "quorum_wait": {
+      const urls = arr(input["urls"], "urls").map((u) => str(u, "url"));
+      const released = input["released_any"];
+      if (typeof released !== "boolean") throw new Error("released_any: expected a boolean");
+      const node = q.waitNode(urls);
+      const wait = q.waitAfterRefusal(
+        acquireReplies(input),
+        node,
+        released,
+        nullableBlock(input["block_us"]),
+        configOf(file, c).opTimeoutUs,
+        configOf(file, c).renewIntervalUs,
+      );
+      return { wait_node: node, wait_us: wait };
+    }
+    case "quorum_identity": {
+      const known = arr(input["known"], "known").map((k) => (k === null ? null : str(k, "known")));
+      const r = q.checkIdentity(num(input["me"], "me"), str(input["seen"], "seen"), known);
+      return { check: r.kind, of: r.kind === "duplicate" ? r.of : null };
+    }
+    case "quorum_quarantine": {
+      const cfg = configOf(file, c);
+      return { quarantine_us: q.quarantineUs(cfg.ttlMs, num(input["node_quarantine_us"], "node_quarantine_us"), cfg.drift) };
+    }
   }
   throw new Error(`unknown decision ${JSON.stringify(file.decision)}`);
 }
 
 /** Compare expect against actual: every expect key must be known; *_us within ±1 µs. */
 export function compare(where: string, expect: Json, got: Json | undefined, key: string): void {
+  if (Array.isArray(expect)) {
+    if (!Array.isArray(got) || got.length !== expect.length) {
+      assert.fail(`${where}: ${key}: expected ${JSON.stringify(expect)}, got ${JSON.stringify(got)}`);
+    }
+    expect.forEach((v, i) => compare(where, v, got[i], key));
+    return;
+  }
   if (expect !== null && typeof expect === "object" && !Array.isArray(expect)) {
     if (got === null || typeof got !== "object" || Array.isArray(got) || got === undefined) {
       assert.fail(`${where}: ${key}: expected ${JSON.stringify(expect)}, got ${JSON.stringify(got)}`);

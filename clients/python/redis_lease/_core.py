@@ -159,7 +159,7 @@ class TaskEnd:
     error: Optional[BaseException] = None
 
 
-Op = Union[Command, Sleep, StartTask, StopTask, _quorum.Round]
+Op = Union[Command, Sleep, StartTask, StopTask, _quorum.Round, _quorum.Wait]
 Loop = Generator[Op, Any, Tuple[bool, Any]]
 
 
@@ -183,6 +183,7 @@ class Campaign:
         channels_ready: Callable[[], None] = lambda: None,
         nodes: int = 1,
         control: qd.QuorumControl = qd.QuorumControl.CORRECT,
+        wait_node: int = 0,
     ) -> None:
         problem = decide.config_problem(cfg, key, owner)
         if problem is None and decide.reign_owner(owner, 1) is None:
@@ -192,7 +193,7 @@ class Campaign:
             raise ValueError(f"invalid configuration: {problem[0]}: {problem[1]}")
         # Quorum mode (protocol §9a) with several nodes: the rounds replace the single commands
         # below, every rule of the loop stays as it is.
-        self.quorum: Optional[_quorum.Quorum] = _quorum.Quorum(nodes, cfg, control) if nodes > 1 else None
+        self.quorum: Optional[_quorum.Quorum] = _quorum.Quorum(nodes, cfg, control, wait_node) if nodes > 1 else None
         self.cfg = cfg
         self.key = key
         self.base = owner
@@ -279,20 +280,20 @@ class Campaign:
             if quit_requested():
                 yield from self._release_stray(unconfirmed is not None)
                 return (True, None)
-            # Quorum mode never BLOCKs (Q2): no node knows when a majority frees up.
-            block = None if unconfirmed is not None or self.quorum is not None else cfg.block_timeout_us
-            # The not-granted pause is judged as for a BLOCKing ask even in quorum mode, whose
-            # rounds never BLOCK (Q2: followers poll with the jittered pause): an answer much
-            # faster than the block is then followed by a pause, never an immediate re-ask
-            # (which spun at about 900 rounds a second on loopback: tests/test_quorum_pace.py).
-            pace_block = None if unconfirmed is not None else cfg.block_timeout_us
+            # In quorum mode the rounds never BLOCK (Q2: no node knows when a majority frees
+            # up); the BLOCK budget is that of the wait on one node after a refusal (Q10); the not-granted
+            # pause is judged against it, so a fast refusal is followed by a pause, never an
+            # immediate re-ask (tests/test_quorum_pace.py).
+            block = None if unconfirmed is not None else cfg.block_timeout_us
             # Why before sending: the deadline must count from a point no later than the
             # moment the server starts the TTL (in quorum mode: before the round's first send).
             sent_at = now_us()
             until = sent_at + decide.op_limit_us(cfg, block)
             raw: Any
             if self.quorum is not None:
-                raw = yield from self.quorum.acquire(self.key, self.owner, cfg.ttl_ms, until)
+                raw = yield from self.quorum.acquire(self.key, self.owner, cfg.ttl_ms, until, block)
+                if raw is _quorum.ABANDONED:
+                    raw = QUIT
             else:
                 raw = yield Command("acquire", _wire.acquire_cmd(self.key, self.owner, cfg.ttl_ms, block), until)
             if raw is QUIT:
@@ -317,6 +318,12 @@ class Campaign:
                     a = w if isinstance(w, Failed) else _wire.parse_acks(w)
                     res = a if isinstance(a, Failed) else decide.Granted(tok, a)
             now = now_us()
+            if self.quorum is not None:
+                # Q10: a quorum grant made by a round that started after a wait is measured
+                # from that round's start (never earlier than our own sent_at).
+                start = self.quorum.take_round_start()
+                if start is not None and start > sent_at:
+                    sent_at = start
             self.observe("acquire", res)
             if self.quorum is not None and self.quorum.take_retired_owner():
                 # Q4 + R17: that round released partial grants; its RELEASE may still execute
@@ -351,7 +358,7 @@ class Campaign:
                 attempt = 0
                 unconfirmed = None
                 self.metrics.acquire("not_granted")
-                pause = decide.not_granted_pause_us(cfg, pace_block, sent_at, now, self.unit())
+                pause = decide.not_granted_pause_us(cfg, block, sent_at, now, self.unit())
                 if pause > 0:
                     yield Sleep(now_us() + pause)
             elif isinstance(action, decide.GraceWait):

@@ -50,6 +50,38 @@ class Round:
     cmds: Tuple[Optional[_wire.Args], ...]
     until_us: int
     done: Callable[[Sequence[Any]], bool]
+    # The order to send in (node indexes; empty = node order). Only liveness depends on it
+    # (Q10: the wait node's RELEASE goes last).
+    order: Tuple[int, ...] = ()
+
+    def send_order(self) -> Sequence[int]:
+        return self.order or range(len(self.cmds))
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Q10: send ``args`` (a blocking ``LEASE.ACQUIRE ... BLOCK``) to node ``node`` alone, on a
+    connection of its own, opened for it and closed after it, and wait for the reply until
+    ``until_us`` at most. -> the raw reply, a ``Failed``, :data:`NO_REPLY`, or
+    :data:`ABANDONED` (resign). Why a connection of its own: a blocked client holds back every
+    later command on its connection, so the next round would find this node silent; and
+    closing it is what tells the server to stop waiting for us when the wait is abandoned (a
+    grant it made just before is found and released by the loop's stray release, as for any
+    abandoned acquire)."""
+
+    node: int
+    args: _wire.Args
+    until_us: int
+
+
+class _Abandoned:
+    """A :class:`Wait` broken off by a resign (its connection closed)."""
+
+    def __repr__(self) -> str:
+        return "ABANDONED"
+
+
+ABANDONED = _Abandoned()
 
 
 def _never(_: Sequence[Any]) -> bool:
@@ -92,6 +124,28 @@ def server_addresses(target: Any) -> List[str]:
         return sorted({f"{i[4][0]!s}:{i[4][1]!s}" for i in infos})
     except OSError:
         return [f"{host}:{port}"]
+
+
+def node_name(target: Any) -> str:
+    """The URL a node is known by for Q10's wait node (the smallest one): a URL as given, or
+    for a client ``redis://host:port/db`` (``rediss``, ``unix://path``) from its pool's
+    settings. A factory has no name before it is called: "" (only liveness depends on every
+    elector picking the same wait node)."""
+    if isinstance(target, str):
+        return target
+    kw = getattr(getattr(target, "connection_pool", None), "connection_kwargs", None)
+    if not isinstance(kw, dict):
+        return ""
+    if kw.get("path") is not None:
+        return f"unix://{kw['path']}"
+    cls = getattr(target.connection_pool, "connection_class", None)
+    scheme = "rediss" if cls is not None and "SSL" in cls.__name__ else "redis"
+    return f"{scheme}://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
+
+
+def wait_node_of(targets: Sequence[Any]) -> int:
+    """Q10's wait node of a node list (see :func:`node_name`)."""
+    return qd.wait_node([node_name(t) for t in targets])
 
 
 def check_distinct(targets: Sequence[Any]) -> None:
@@ -167,6 +221,13 @@ INFO_CMD: _wire.Args = ("INFO", "server")
 R = Generator[Round, Any, Any]
 
 
+@dataclass(frozen=True)
+class _Refusal:
+    """A campaign round refused by enough nodes with nothing released: its replies (Q10)."""
+
+    replies: Tuple[qd.AcquireReply, ...]
+
+
 def _acquire_reply(raw: Any) -> qd.AcquireReply:
     if raw is NO_REPLY:
         return None
@@ -190,7 +251,9 @@ def _flag_reply(cmd: str, raw: Any) -> qd.NodeReply[bool]:
 class Quorum:
     """The state of the quorum transport of one elector (see the module docs)."""
 
-    def __init__(self, n: int, cfg: Config, control: qd.QuorumControl = qd.QuorumControl.CORRECT) -> None:
+    def __init__(
+        self, n: int, cfg: Config, control: qd.QuorumControl = qd.QuorumControl.CORRECT, wait_node: int = 0
+    ) -> None:
         if n < 2:
             raise ValueError("quorum: needs at least 2 node URLs (3 or 5 to tolerate 1 or 2 faulty)")
         if cfg.min_replicas > 0:
@@ -201,13 +264,21 @@ class Quorum:
         self.control = control
         # Two steps (acquire, raise) must fit in the loop's op limit of a non-blocking acquire.
         self.step_us = max(cfg.op_timeout_us // 2, 1000)
-        self.ids = Identities(n, qd.quarantine_us(cfg.ttl_ms * 1000, cfg.node_quarantine_us))
+        self.ids = Identities(n, qd.quarantine_us(cfg.ttl_ms * 1000, cfg.node_quarantine_us, cfg.drift))
         # The token each node holds for us in the current reign (all the reign's token,
         # except under the NO_UNIFY control).
         self.held: List[Optional[int]] = [None] * n
         self.owner = ""
         # A campaign round released partial grants under its owner (see take_retired_owner).
         self.retired = False
+        # The node followers wait on with BLOCK (Q10, quorum_decide.wait_node).
+        self.wait_node = wait_node
+        self.op_timeout_us = cfg.op_timeout_us
+        # The longest wait on the wait node (Q10).
+        self.renew_interval_us = cfg.renew_interval_us
+        # The instant before the sends of the round that produced the last acquire's result,
+        # when that round started after a wait (see take_round_start).
+        self.round_start: Optional[int] = None
         self._rng = random.Random()
 
     def _until(self, loop_until: int) -> int:
@@ -220,13 +291,63 @@ class Quorum:
         r, self.retired = self.retired, False
         return r
 
+    def take_round_start(self) -> Optional[int]:
+        """Q10: the instant before the sends of the round the last acquire's result rests on,
+        when that round ran after a wait (once; None otherwise). Every node counted in that
+        round set its expiry after this instant, so the loop may measure the deadline from
+        it (when it is later than its own ``sent_at``)."""
+        r, self.round_start = self.round_start, None
+        return r
+
     def holds_after_rejection(self) -> bool:
         """After a lost renewal: some nodes still hold our lease; they are released only after
         the task stopped (Q5, R13)."""
         return any(h is not None for h in self.held)
 
-    def acquire(self, key: str, owner: str, ttl_ms: int, loop_until: int) -> Generator[Round, Any, Union[int, None, Failed]]:
-        """Q2-Q4: a token to lead on, None (not granted: poll again), or a Failed (back off)."""
+    def acquire(
+        self, key: str, owner: str, ttl_ms: int, loop_until: int, block_us: Optional[int] = None
+    ) -> Generator[Union[Round, Wait], Any, Union[int, None, Failed, _Abandoned]]:
+        """Q2-Q4 and Q10: a token to lead on, None (not granted: poll again), a Failed (back
+        off), or :data:`ABANDONED` (resigned during a wait). ``block_us``: the loop's BLOCK
+        budget (None: no wait, e.g. re-asking for an unconfirmed grant)."""
+        self.round_start = None
+        first = yield from self._acquire_round(key, owner, ttl_ms, loop_until)
+        if not isinstance(first, _Refusal):
+            return first
+        wait = qd.wait_after_refusal(
+            first.replies, self.wait_node, False, block_us, self.op_timeout_us, self.renew_interval_us
+        )
+        if wait is None:
+            return None
+        # Q10: wait on the wait node until it is released or expires (it then grants us that
+        # one node, which is no reign), and go straight into a fresh round. Why this is safe:
+        # the wait node's grant counts for nothing by itself; what counts is the fresh round,
+        # whose every counted node set its expiry after `start`, the instant taken before that
+        # round's sends, which the loop then measures the deadline from.
+        got: Any = yield Wait(
+            self.wait_node,
+            _wire.acquire_cmd(key, owner, ttl_ms, wait),
+            min(_clock.now_us() + wait + self.step_us, loop_until),
+        )
+        if isinstance(got, _Abandoned):
+            return got
+        if got is NO_REPLY or isinstance(got, Failed) or not isinstance(_acquire_reply(got), int):
+            return None  # timed out (nil), failed, or the node went away: the loop asks again
+        start = _clock.now_us()
+        second = yield from self._acquire_round(key, owner, ttl_ms, loop_until)
+        if isinstance(second, _Refusal):
+            # Every node refused, the wait node included (it lost our grant meanwhile, e.g. it
+            # restarted): the loop asks again.
+            return None
+        self.round_start = start
+        return second
+
+    def _acquire_round(
+        self, key: str, owner: str, ttl_ms: int, loop_until: int
+    ) -> Generator[Round, Any, Union[int, None, Failed, "_Refusal"]]:
+        """One campaign round (Q2-Q4): a token to lead on, None (not granted, after releasing
+        partial grants), a Failed, or a :class:`_Refusal` (refused, nothing released: Q10 may
+        wait)."""
         n, need = self.n, self.control.need(self.n)
         self.owner = owner
 
@@ -273,7 +394,7 @@ class Quorum:
         if isinstance(a.outcome, Failed):
             o = a.outcome
             return Failed(o.kind, f"quorum: fewer than {need} of {n} nodes could grant ({o.message})", o.grace_us, o.code)
-        return None
+        return None if a.release else _Refusal(tuple(replies))
 
     def renew(self, key: str, owner: str, token: int, ttl_ms: int, loop_until: int) -> Generator[Round, Any, Union[int, Failed]]:
         """Q5: 1 renewed, 0 lost (step down), a Failed = unknown (keep the deadline); the
@@ -304,8 +425,16 @@ class Quorum:
         return Failed(kind, f"quorum: renewal not confirmed by {need} of {n} nodes")
 
     def release(self, key: str, owner: str, token: int) -> Generator[Round, Any, int]:
-        """On every node, with the token each holds for us (best effort): 1 if any released."""
+        """On every node, with the token each holds for us (best effort): 1 if any released.
+
+        Q10: the wait node's RELEASE is sent last (all are sent at once, without waiting for
+        replies). Its release wakes the one follower waiting there, whose next round should
+        find the other nodes already free: their RELEASEs left before it, and the wake plus
+        that round take at least a round trip more. A round that still overtakes one on
+        another node is refused there and falls back to polling. Order only affects liveness:
+        a release frees, it never grants."""
         pairs = [(i, h if h is not None else token) for i, h in enumerate(self.held)]
+        pairs.sort(key=lambda p: p[0] == self.wait_node)
         got = yield from self._release_on(key, owner, pairs)
         self.held = [None] * self.n
         return 1 if got > 0 else 0
@@ -331,7 +460,7 @@ class Quorum:
         cmds: List[Optional[_wire.Args]] = [None] * self.n
         for i, t in pairs:
             cmds[i] = _wire.release_cmd(key, owner, t)
-        raw = yield Round(tuple(cmds), _clock.now_us() + self.step_us, _never)
+        raw = yield Round(tuple(cmds), _clock.now_us() + self.step_us, _never, tuple(i for i, _ in pairs))
         return sum(1 for i, x in enumerate(raw) if cmds[i] is not None and _flag_reply("LEASE.RELEASE", x) is True)
 
 

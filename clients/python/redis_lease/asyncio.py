@@ -182,6 +182,8 @@ class _Run:
             return await self.el._command(op, self.quit)
         if isinstance(op, _quorum.Round):
             return await self.el._round(op)
+        if isinstance(op, _quorum.Wait):
+            return await self.el._wait(op, self.quit)
         if isinstance(op, _core.Sleep):
             return await self.sleep(op.until_us)
         if isinstance(op, _core.StartTask):
@@ -200,6 +202,8 @@ class _Run:
             return await self.stop(op.until_us)  # still wait for the task (until the deadline)
         if isinstance(op, _quorum.Round):
             return [_quorum.NO_REPLY] * len(op.cmds)  # its commands finish on their own
+        if isinstance(op, _quorum.Wait):
+            return _quorum.ABANDONED  # its connection was closed on the way out of _wait
         return _core.QUIT if isinstance(op, _core.Sleep) else None
 
     async def sleep(self, until_us: int) -> Any:
@@ -290,7 +294,13 @@ class Elector:
         if len(targets) > 1:
             _quorum.check_distinct(targets)  # Q6, before anything is sent
         self._core = _core.Campaign(
-            config, key, self.owner, (metrics or NullMetrics()).bind(key), on_change, nodes=len(targets)
+            config,
+            key,
+            self.owner,
+            (metrics or NullMetrics()).bind(key),
+            on_change,
+            nodes=len(targets),
+            wait_node=_quorum.wait_node_of(targets),
         )
         connect_timeout = max(config.op_timeout_us, 100_000) / 1e6
         self._source = _Source(targets[0], key, connect_timeout)
@@ -455,9 +465,12 @@ class Elector:
         async def one(node: _QNode, args: _wire.Args) -> None:
             replies[node.index] = await self._node_command(node, args, op.until_us)
 
-        pending: Set["asyncio.Future[Any]"] = {
-            asyncio.ensure_future(one(self._qnodes[i], a)) for i, a in enumerate(op.cmds) if a is not None
-        }
+        # Scheduled in the send order: asyncio runs the tasks (up to their first send) in it.
+        pending: Set["asyncio.Future[Any]"] = set()
+        for i in op.send_order():
+            a = op.cmds[i]
+            if a is not None:
+                pending.add(asyncio.ensure_future(one(self._qnodes[i], a)))
         try:
             while pending and not op.done(replies):
                 left = (op.until_us - _core.now_us()) / 1e6
@@ -491,22 +504,10 @@ class Elector:
 
             async def exchange() -> Any:
                 if node.conn is None:
-                    conn = await node.source.open(q.step_us / 1e6)
-                    try:
-                        await conn.connect()
-                        # Q6/Q7: whose server is this? Checked before the connection is used.
-                        await conn.send_command(*_quorum.INFO_CMD)
-                        info = await conn.read_response()
-                    except BaseException:
-                        with contextlib.suppress(Exception):
-                            await conn.disconnect()
-                        raise
-                    refused = q.ids.on_connect(node.index, info)
-                    if refused is not None:
-                        with contextlib.suppress(Exception):
-                            await conn.disconnect()
-                        return refused
-                    node.conn = conn
+                    opened = await self._open_node(node, q.step_us / 1e6)
+                    if isinstance(opened, Failed):
+                        return opened
+                    node.conn = opened
                 await node.conn.send_command(*args)
                 return await node.conn.read_response()
 
@@ -526,6 +527,69 @@ class Elector:
                 return _wire.failure(e)
         finally:
             node.lock.release()
+
+    async def _open_node(self, node: _QNode, read_timeout: float) -> Any:
+        """A new connection to ``node`` whose server identity was checked (Q6/Q7) before it is
+        used: the connection, or a Failed (identity refused). Connection errors raise; the
+        caller bounds the time."""
+        q = self._core.quorum
+        assert q is not None
+        conn = await node.source.open(read_timeout)
+        try:
+            await conn.connect()
+            await conn.send_command(*_quorum.INFO_CMD)
+            info = await conn.read_response()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await conn.disconnect()
+            raise
+        refused = q.ids.on_connect(node.index, info)
+        if refused is not None:
+            with contextlib.suppress(Exception):
+                await conn.disconnect()
+            return refused
+        return conn
+
+    async def _wait(self, op: _quorum.Wait, quit: asyncio.Event) -> Any:
+        """Q10: ``op``'s blocking ACQUIRE on a connection of its own, closed afterwards (which
+        withdraws an abandoned wait from the server). -> the raw reply, a Failed, NO_REPLY or
+        ABANDONED (resign)."""
+        q = self._core.quorum
+        assert q is not None
+        node = self._qnodes[op.node]
+        blocked = q.ids.blocked(node.index)
+        if blocked is not None:
+            return blocked
+        conns: List[Any] = []
+
+        async def exchange() -> Any:
+            # Read timeout: the socket must outlast the BLOCK (the reply comes at its end).
+            opened = await self._open_node(node, max(op.until_us - _core.now_us(), 0) / 1e6 + 1.0)
+            if isinstance(opened, Failed):
+                return opened
+            conns.append(opened)
+            await opened.send_command(*op.args)
+            return await opened.read_response()
+
+        call = asyncio.ensure_future(exchange())
+        stop = asyncio.ensure_future(quit.wait())
+        try:
+            left = max(op.until_us - _core.now_us(), 0) / 1e6
+            await asyncio.wait({call, stop}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not call.done():
+                call.cancel()
+                await asyncio.gather(call, return_exceptions=True)
+            for c in conns:
+                with contextlib.suppress(Exception):
+                    await c.disconnect()
+        if call.cancelled():
+            return _quorum.ABANDONED if quit.is_set() else _quorum.NO_REPLY
+        e = call.exception()
+        if e is None:
+            return call.result()
+        return _wire.failure(e)
 
     # -- I/O ---------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ for nil; RAISE/RENEW/RELEASE: ``True`` for 1, ``False`` for 0).
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, TypeVar, Union
 
@@ -79,11 +80,16 @@ def check_identity(me: int, seen: str, known: Sequence[Optional[str]]) -> Identi
     return IdentityCheck(IdentityKind.CHANGED)
 
 
-def quarantine_us(ttl_us: int, configured_us: int) -> int:
-    """Q7: how long a node whose identity changed counts toward nothing: at least the longest
-    TTL any elector may have used on it (``configured``, default the module's default
-    ``lease.max-ttl``), and never less than this elector's own TTL."""
-    return max(ttl_us, configured_us)
+def quarantine_us(ttl_us: int, configured_us: int, drift: float) -> int:
+    """Q7: how long a node whose identity changed counts toward nothing, on this elector's
+    clock: at least the longest TTL any elector may have used on it (``configured``, default
+    the module's default ``lease.max-ttl``; never less than this elector's own TTL) of the
+    *server's* clock, so stretched by the drift bound: a server duration ``d`` lasts at most
+    ``d / (1 - drift)`` on an elector clock within it. Rounded up: longer is the safe side."""
+    d = max(ttl_us, configured_us)
+    if 0.0 < drift < 1.0:
+        return math.ceil(d / (1.0 - drift))
+    return d
 
 
 def run_id_of(info: str) -> Optional[str]:
@@ -140,7 +146,6 @@ class _Refused:
 
 
 REFUSED = _Refused()
-
 
 
 AcquireReply = Union[None, Failed, int, _Refused]
@@ -208,3 +213,44 @@ def after_renew(control: QuorumControl, replies: Sequence[NodeReply[bool]]) -> A
     if zeros > n - need:
         return AfterRenew.LOST
     return AfterRenew.UNKNOWN
+
+
+# -- a refused follower's wait (Q10) ------------------------------------------------------------
+
+
+def wait_node(urls: Sequence[str]) -> int:
+    """Q10: the node every follower waits on, the one with the smallest URL, so that every
+    elector of one membership (the same node set, in any order) picks the same node. Why one
+    node and not all: waiting with ``BLOCK`` on every node would let a release wake a
+    *different* follower on each node (each node wakes its own first waiter), a split vote
+    every time; on one node exactly one follower wakes, holding that node, and its next round
+    meets the other nodes just freed by the same release round."""
+    return min(range(len(urls)), key=lambda i: urls[i], default=0)
+
+
+def wait_after_refusal(
+    replies: Sequence[AcquireReply],
+    wait_node: int,
+    released_any: bool,
+    block_us: Optional[int],
+    op_timeout_us: int,
+    cap_us: int,
+) -> Optional[int]:
+    """Q10: how long to wait on the wait node after a round that made no reign, or None to
+    report "not granted" at once (the loop then pauses and polls, as before Q10).
+
+    Wait only when the round released nothing (a round that released partial grants retired
+    its owner: the loop must take the next one first, Q4) and the wait node itself answered
+    "held" (someone holds it: its release or expiry is what wakes us; a node that was silent or
+    failed would only make us wait for nothing). The wait is the loop's BLOCK budget minus two
+    steps: the round before and the round after the wake must fit in the loop's limit for one
+    blocking acquire (``block + op_timeout``), and at most ``cap_us`` (the renew interval): only
+    the wait node can wake us, so if it stops answering while the other nodes free up (frozen,
+    cut off), the next round comes after at most ``cap_us`` instead of the whole BLOCK."""
+    if block_us is None:
+        return None
+    b = min(block_us - op_timeout_us, cap_us)
+    held = 0 <= wait_node < len(replies) and replies[wait_node] is REFUSED
+    if held and not released_any and b >= 1000:
+        return b
+    return None

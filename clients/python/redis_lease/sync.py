@@ -184,6 +184,8 @@ class _Run:
             return self.el._command(op, self.quit)
         if isinstance(op, _quorum.Round):
             return self.el._round(op)
+        if isinstance(op, _quorum.Wait):
+            return self.el._wait(op, self.quit)
         if isinstance(op, _core.Sleep):
             return self.sleep(op.until_us)
         if isinstance(op, _core.StartTask):
@@ -201,6 +203,8 @@ class _Run:
             return self.stop(op.until_us)  # still wait for the task (bounded by the deadline)
         if isinstance(op, _quorum.Round):
             return [_quorum.NO_REPLY] * len(op.cmds)  # its commands finish on their own
+        if isinstance(op, _quorum.Wait):
+            return _quorum.ABANDONED  # its connection was closed on the way out of _wait
         return _core.QUIT if isinstance(op, _core.Sleep) else None
 
     def sleep(self, until_us: int) -> Any:
@@ -323,7 +327,13 @@ class Elector:
         if len(targets) > 1:
             _quorum.check_distinct(targets)  # Q6, before anything is sent
         self._core = _core.Campaign(
-            config, key, self.owner, (metrics or NullMetrics()).bind(key), on_change, nodes=len(targets)
+            config,
+            key,
+            self.owner,
+            (metrics or NullMetrics()).bind(key),
+            on_change,
+            nodes=len(targets),
+            wait_node=_quorum.wait_node_of(targets),
         )
         connect_timeout = max(config.op_timeout_us, 100_000) / 1e6
         self._source = _Source(targets[0], key, connect_timeout)
@@ -507,7 +517,8 @@ class Elector:
                 pending[0] -= 1
                 cv.notify_all()
 
-        for i, args in enumerate(op.cmds):
+        for i in op.send_order():
+            args = op.cmds[i]
             if args is None:
                 continue
             pending[0] += 1
@@ -534,27 +545,10 @@ class Elector:
                 return blocked
             try:
                 if node.conn is None:
-                    conn = node.source.open(q.step_us / 1e6)
-                    try:
-                        conn.connect()
-                        # Q6/Q7: whose server is this? Checked before the connection is used.
-                        conn.send_command(*_quorum.INFO_CMD)
-                        left = until_us - _core.now_us()
-                        info = conn.read_response() if left > 0 and conn.can_read(timeout=left / 1e6) else None
-                    except BaseException:
-                        with contextlib.suppress(Exception):
-                            conn.disconnect()
-                        raise
-                    if info is None:
-                        with contextlib.suppress(Exception):
-                            conn.disconnect()
-                        return _quorum.NO_REPLY
-                    refused = q.ids.on_connect(node.index, info)
-                    if refused is not None:
-                        with contextlib.suppress(Exception):
-                            conn.disconnect()
-                        return refused
-                    node.conn = conn
+                    opened = self._open_node(node, q.step_us / 1e6, until_us)
+                    if isinstance(opened, Failed) or opened is _quorum.NO_REPLY:
+                        return opened
+                    node.conn = opened
                 conn = node.conn
                 conn.send_command(*args)
                 left = until_us - _core.now_us()
@@ -573,6 +567,64 @@ class Elector:
                 return _wire.failure(e)
         finally:
             node.lock.release()
+
+    def _open_node(self, node: _QNode, read_timeout: float, until_us: int) -> Any:
+        """A new connection to ``node`` whose server identity was checked (Q6/Q7) before it is
+        used: the connection, a Failed (identity refused), or NO_REPLY (no INFO reply in time).
+        Connection errors raise."""
+        q = self._core.quorum
+        assert q is not None
+        conn = node.source.open(read_timeout)
+        try:
+            conn.connect()
+            conn.send_command(*_quorum.INFO_CMD)
+            left = until_us - _core.now_us()
+            info = conn.read_response() if left > 0 and conn.can_read(timeout=left / 1e6) else None
+        except BaseException:
+            with contextlib.suppress(Exception):
+                conn.disconnect()
+            raise
+        refused = _quorum.NO_REPLY if info is None else q.ids.on_connect(node.index, info)
+        if refused is not None:
+            with contextlib.suppress(Exception):
+                conn.disconnect()
+            return refused
+        return conn
+
+    def _wait(self, op: _quorum.Wait, quit: threading.Event) -> Any:
+        """Q10: ``op``'s blocking ACQUIRE on a connection of its own, closed afterwards (which
+        withdraws an abandoned wait from the server). -> the raw reply, a Failed, NO_REPLY or
+        ABANDONED (resign)."""
+        q = self._core.quorum
+        assert q is not None
+        node = self._qnodes[op.node]
+        blocked = q.ids.blocked(node.index)
+        if blocked is not None:
+            return blocked
+        conn: Any = None
+        try:
+            # Read timeout: the socket must outlast the BLOCK (the reply comes at its end).
+            opened = self._open_node(node, max(op.until_us - _core.now_us(), 0) / 1e6 + 1.0, op.until_us)
+            if isinstance(opened, Failed) or opened is _quorum.NO_REPLY:
+                return opened
+            conn = opened
+            conn.send_command(*op.args)
+            while True:
+                if quit.is_set():
+                    return _quorum.ABANDONED
+                left = op.until_us - _core.now_us()
+                if left <= 0:
+                    return _quorum.NO_REPLY
+                if conn.can_read(timeout=min(left / 1e6, _POLL)):
+                    return conn.read_response()
+        except redis.exceptions.ResponseError as e:
+            return _wire.failure(e)
+        except Exception as e:  # connection, timeout, protocol
+            return _wire.failure(e)
+        finally:
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.disconnect()
 
     # -- I/O --------------------------------------------------------------------------------------
 

@@ -91,8 +91,10 @@ def test_identity_first_same_changed_duplicate() -> None:
     # that lands on another node's server is a duplicate, not a change.
     assert qd.check_identity(1, "a", known) == qd.IdentityCheck(qd.IdentityKind.DUPLICATE, 0)
     assert qd.check_identity(2, "a", known) == qd.IdentityCheck(qd.IdentityKind.DUPLICATE, 0)
-    assert qd.quarantine_us(1_000_000, 30_000_000) == 30_000_000
-    assert qd.quarantine_us(45_000_000, 30_000_000) == 45_000_000
+    assert qd.quarantine_us(1_000_000, 30_000_000, 0.0) == 30_000_000
+    assert qd.quarantine_us(45_000_000, 30_000_000, 0.0) == 45_000_000
+    # Q7: a duration of the server's clock, stretched by the drift bound (rounded up).
+    assert qd.quarantine_us(1_000_000, 30_000_000, 0.01) == 30_303_031
     assert qd.run_id_of("# Server\r\nredis_version:7.0.15\r\nrun_id:4f1c0d\r\n") == "4f1c0d"
     assert qd.run_id_of("# Server\r\nredis_version:7\r\n") is None
 
@@ -399,3 +401,171 @@ def test_asyncio_elector_leads_on_a_majority(nodes: List[RedisServer]) -> None:
     token, during, after = asyncio.run(main())
     assert [d[1] if d else None for d in during] == [token, token]
     assert after == [None, None]
+
+
+# -- Q10: a refused follower waits on one node -------------------------------------------------
+
+
+def test_wait_node_and_when_to_wait() -> None:
+    urls = ["redis://c:1", "redis://a:1", "redis://b:1"]
+    assert urls[qd.wait_node(urls)] == "redis://a:1"
+    rev = list(reversed(urls))
+    assert rev[qd.wait_node(rev)] == "redis://a:1"  # every order of one node set agrees
+    assert qd.wait_node([]) == 0
+    held: List[qd.AcquireReply] = [BUSY, BUSY, None]
+    assert qd.wait_after_refusal(held, 0, False, 5_000_000, 200_000, 9_000_000) == 4_800_000
+    # At most the cap: a wait node that stops answering must not hold us for the BLOCK.
+    assert qd.wait_after_refusal(held, 0, False, 5_000_000, 200_000, 333_000) == 333_000
+    assert qd.wait_after_refusal(held, 2, False, 5_000_000, 200_000, 9_000_000) is None  # wait node silent
+    assert qd.wait_after_refusal([DOWN, BUSY, BUSY], 0, False, 5_000_000, 200_000, 9_000_000) is None
+    assert qd.wait_after_refusal(held, 0, True, 5_000_000, 200_000, 9_000_000) is None  # owner retired (Q4)
+    assert qd.wait_after_refusal([7, BUSY, BUSY], 0, False, 5_000_000, 200_000, 9_000_000) is None
+    assert qd.wait_after_refusal(held, 0, False, None, 200_000, 9_000_000) is None
+    assert qd.wait_after_refusal(held, 0, False, 200_000, 200_000, 9_000_000) is None
+
+
+def test_refused_round_waits_on_the_wait_node_then_runs_a_fresh_round() -> None:
+    q = _quorum.Quorum(3, Config.from_ttl(TTL), wait_node=1)
+    gen = q.acquire("k", "o#1", 1000, 10**18, 5_000_000)
+    op = next(gen)
+    assert isinstance(op, _quorum.Round)
+    op = gen.send([None, None, None])  # refused everywhere
+    assert isinstance(op, _quorum.Wait) and op.node == 1
+    assert op.args[:4] == ("LEASE.ACQUIRE", "k", "o#1", 1000) and op.args[4] == "BLOCK"
+    op = gen.send(3)  # the wait node granted: a fresh round
+    assert isinstance(op, _quorum.Round)
+    before = _quorum._clock.now_us()
+    op = gen.send([4, 3, 4])
+    assert isinstance(op, _quorum.Round) and op.cmds[0] == ("LEASE.RAISE", "k", "o#1", 4, 4)
+    with pytest.raises(StopIteration) as stop:
+        gen.send([1, 1, 1])
+    assert stop.value.value == 4
+    start = q.take_round_start()
+    assert start is not None and start <= before  # taken before the fresh round's sends
+    assert q.take_round_start() is None
+    # A resign during the wait: the loop is told, to look for a stray grant.
+    gen = q.acquire("k", "o#2", 1000, 10**18, 5_000_000)
+    next(gen)
+    assert isinstance(gen.send([None, None, None]), _quorum.Wait)
+    with pytest.raises(StopIteration) as stop:
+        gen.send(_quorum.ABANDONED)
+    assert stop.value.value is _quorum.ABANDONED
+    # No BLOCK budget (an unconfirmed grant's re-ask): no wait.
+    tok, rounds = drive(q.acquire("k", "o#2", 1000, 10**18, None), [[None, None, None]])
+    assert tok is None and len(rounds) == 1
+
+
+def test_release_sends_the_wait_node_last() -> None:
+    q = _quorum.Quorum(3, Config.from_ttl(TTL), wait_node=0)
+    drive(q.acquire("k", "o#1", 1000, 10**18), [[7, 7, 7], [1, 1, 1]])
+    _, rounds = drive(q.release("k", "o#1", 7), [[1, 1, 1]])
+    assert rounds[0].send_order() == (1, 2, 0)
+
+
+def acquire_calls(s: RedisServer) -> int:
+    """``LEASE.ACQUIRE`` calls a node has served (``INFO commandstats``)."""
+    stats = s.client().info("commandstats")
+    return int(stats.get("cmdstat_lease.acquire", {}).get("calls", 0))
+
+
+def run_async_elector(el: alease.Elector, rec: Recorder) -> threading.Thread:
+    """The asyncio elector on a loop of its own thread; ``rec`` records its reigns."""
+
+    async def task(lease: alease.Lease) -> None:
+        rec.leading.set()
+        while await lease.sleep(0.01):
+            pass
+        rec.leading.clear()
+
+    def body() -> None:
+        async def main() -> None:
+            await el.run(task)
+            await el.close()
+
+        asyncio.run(main())
+
+    t = threading.Thread(target=body, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_a_refused_follower_waits_on_one_node_and_takes_over_on_release(
+    flavour: str, nodes: List[RedisServer], electors: List[Tuple[Elector, threading.Thread]]
+) -> None:
+    # Q10. Would catch: a follower polling every node (about 15 rounds in 1.5 s at the 50..100 ms
+    # pause of a not-granted round, so about 15 ACQUIREs on every node), a wait that never
+    # wakes (it would time out only after the renew interval), or a wake that does not lead.
+    for s in nodes:
+        s.client().execute_command("LEASE.ACQUIRE", "k", "holder", 20_000)
+    before = [acquire_calls(s) for s in nodes]
+    urls = [s.url for s in nodes]
+    rec = Recorder()
+    a_el: Optional[alease.Elector] = None
+    if flavour == "sync":
+        el = Elector(urls, "k", 3.0, owner="q-a")
+        electors.append((el, start(el, rec)))
+    else:
+        a_el = alease.Elector(urls, "k", 3.0, owner="q-a")
+        t = run_async_elector(a_el, rec)
+    try:
+        time.sleep(1.5)
+        assert not rec.leading.is_set(), "led while another held every node"
+        for i, s in enumerate(nodes):
+            calls = acquire_calls(s) - before[i]
+            # One round, then the wait (one more call on the wait node only).
+            # TTL 3 s: the wait is capped at the renew interval (1 s): a round and the wait, once
+            # more after the cap (4 on the wait node), plus the odd round that ended on two
+            # refusals before the wait node answered and so polls once: at most 7; polling:
+            # about 15.
+            assert calls <= 7, f"node {i}: {calls} ACQUIREs in 1.5 s: the follower polls"
+            assert calls >= 1, f"node {i}: never asked"
+        # The holder lets go, the wait node last (as a resigning leader does): the waiting
+        # follower leads at once, long before its wait or the holder's 20 s lease would end.
+        order = sorted(range(len(nodes)), key=lambda i: urls[i])
+        order = order[1:] + order[:1]
+        for i in order:
+            held = leases([nodes[i]])[0]
+            assert held is not None and held[0] == "holder"
+            assert nodes[i].client().execute_command("LEASE.RELEASE", "k", "holder", held[1]) == 1
+        released = time.monotonic()
+        assert rec.leading.wait(2), "no take-over within 2 s of the release"
+        took = time.monotonic() - released
+        got = leases(nodes)
+        assert all(g is not None and g[0].startswith("q-a#") for g in got), got
+        assert len({g[1] for g in got if g is not None}) == 1, got
+        assert took < 2
+    finally:
+        if a_el is not None:
+            a_el.resign()
+            t.join(10)
+
+
+@pytest.mark.parametrize("flavour", ["sync", "asyncio"])
+def test_a_resign_during_the_wait_withdraws_it(
+    flavour: str, nodes: List[RedisServer], electors: List[Tuple[Elector, threading.Thread]]
+) -> None:
+    # Q10: a resign during the wait ends it at once: run() returns promptly and the wait's own
+    # connection is gone (no client left blocked on the wait node).
+    for s in nodes:
+        s.client().execute_command("LEASE.ACQUIRE", "k", "holder", 20_000)
+
+    def blocked() -> int:
+        return sum(int(s.client().info("clients").get("blocked_clients", 0)) for s in nodes)
+
+    urls = [s.url for s in nodes]
+    rec = Recorder()
+    if flavour == "sync":
+        el = Elector(urls, "k", 0.6)
+        t = start(el, rec)
+        resign: Callable[[], None] = el.resign
+    else:
+        a_el = alease.Elector(urls, "k", 0.6)
+        t = run_async_elector(a_el, rec)
+        resign = a_el.resign
+    wait_until(lambda: blocked() == 1, 5, "a follower blocked on one node")
+    t0 = time.monotonic()
+    resign()
+    t.join(5)
+    assert not t.is_alive() and time.monotonic() - t0 < 1.0, "the wait held the resign up"
+    wait_until(lambda: blocked() == 0, 2, "no client blocked after the resign")

@@ -1,4 +1,5 @@
-"""The shared decision vectors (conformance/vectors/*.json) against redis_lease.decide.
+"""The shared decision vectors (conformance/vectors/*.json) against redis_lease.decide and
+redis_lease.quorum_decide.
 
 The files are loaded from the repository (``../../conformance/vectors`` from this client's
 folder), never copied. The loader fails when the folder has no files, on an unknown decision
@@ -15,6 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import pytest
 
 from redis_lease import decide
+from redis_lease import quorum_decide as qd
 from redis_lease.decide import Config
 
 CLIENT_DIR = Path(__file__).resolve().parent.parent
@@ -180,6 +182,78 @@ def run_next_reign(cfg: Optional[Config], i: Json) -> Json:
     return {"reign": decide.next_reign(i["reign"], decide.ReignEvent(i["event"]))}
 
 
+def acquire_replies(i: Json) -> List[qd.AcquireReply]:
+    """A round's ACQUIRE replies, one per node in node order (null = no reply in time)."""
+    out: List[qd.AcquireReply] = []
+    for r in i["replies"]:
+        if r is None:
+            out.append(None)
+            continue
+        a = acquire_result(r)
+        if isinstance(a, decide.Granted):
+            out.append(a.token)
+        elif isinstance(a, decide.NotGranted):
+            out.append(qd.REFUSED)
+        else:
+            out.append(a)
+    return out
+
+
+def renew_replies(i: Json) -> List[qd.NodeReply[bool]]:
+    out: List[qd.NodeReply[bool]] = []
+    for r in i["replies"]:
+        if r is None:
+            out.append(None)
+            continue
+        a = renew_result(r)
+        out.append(a if isinstance(a, decide.Failed) else isinstance(a, decide.Renewed))
+    return out
+
+
+def run_quorum_after_acquire(cfg: Optional[Config], i: Json) -> Json:
+    a = qd.after_acquire(qd.QuorumControl.CORRECT, acquire_replies(i), 0)
+    if isinstance(a, qd.Raise):
+        return {"action": "raise", "target": a.target, "nodes": list(a.nodes)}
+    if isinstance(a, qd.ActUnified):
+        raise AssertionError("ActUnified is a negative control")
+    o = a.outcome
+    failed = o if isinstance(o, decide.Failed) else None
+    return {
+        "action": "abort",
+        "partial": [[n, t] for n, t in a.release],
+        "outcome": "not_granted" if failed is None else "error",
+        "error_kind": None if failed is None else failed.kind,
+        "grace_us": failed.grace_us if failed is not None and failed.kind == decide.ErrorKinds.GRACE else None,
+    }
+
+
+def run_quorum_after_renew(cfg: Optional[Config], i: Json) -> Json:
+    replies = renew_replies(i)
+    return {
+        "action": qd.after_renew(qd.QuorumControl.CORRECT, replies).value,
+        "confirmed": qd.raise_confirmed(qd.QuorumControl.CORRECT, replies, len(replies)),
+    }
+
+
+def run_quorum_wait(cfg: Optional[Config], i: Json) -> Json:
+    node = qd.wait_node(i["urls"])
+    c = need(cfg)
+    wait = qd.wait_after_refusal(
+        acquire_replies(i), node, i["released_any"], i["block_us"], c.op_timeout_us, c.renew_interval_us
+    )
+    return {"wait_node": node, "wait_us": wait}
+
+
+def run_quorum_identity(cfg: Optional[Config], i: Json) -> Json:
+    c = qd.check_identity(i["me"], i["seen"], i["known"])
+    return {"check": c.kind.value, "of": c.of}
+
+
+def run_quorum_quarantine(cfg: Optional[Config], i: Json) -> Json:
+    c = need(cfg)
+    return {"quarantine_us": qd.quarantine_us(c.ttl_ms * 1000, i["node_quarantine_us"], c.drift)}
+
+
 RUNNERS: Dict[str, Callable[[Optional[Config], Json], Json]] = {
     "config_defaults": run_config_defaults,
     "config_validate": run_config_validate,
@@ -196,6 +270,11 @@ RUNNERS: Dict[str, Callable[[Optional[Config], Json], Json]] = {
     "step_down": run_step_down,
     "reign_owner": run_reign_owner,
     "next_reign": run_next_reign,
+    "quorum_after_acquire": run_quorum_after_acquire,
+    "quorum_after_renew": run_quorum_after_renew,
+    "quorum_wait": run_quorum_wait,
+    "quorum_identity": run_quorum_identity,
+    "quorum_quarantine": run_quorum_quarantine,
 }
 
 

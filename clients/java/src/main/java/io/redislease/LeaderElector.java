@@ -361,13 +361,10 @@ public final class LeaderElector implements AutoCloseable {
                 releaseStray(unconfirmed != null);
                 return;
             }
-            // Q2: quorum mode never BLOCKs (no single node knows when a majority frees up).
-            Long block = unconfirmed != null || quorum != null ? null : timing.blockTimeoutNanos();
-            // The not-granted pause is judged as for a BLOCKing ask even in quorum mode, whose
-            // rounds never BLOCK (Q2: followers poll with the jittered pause): an answer much
-            // faster than the block is then followed by a pause, never by an immediate re-ask
-            // (which spun at about 1400 rounds a second on loopback: QuorumFollowerPaceTest).
-            Long paceBlock = unconfirmed != null ? null : Long.valueOf(timing.blockTimeoutNanos());
+            // In quorum mode the rounds never BLOCK (Q2: no single node knows when a majority
+            // frees up); the BLOCK budget is that of the wait on one node after a refusal (Q10); the not-granted pause is judged against it, so a fast refusal is followed by a
+            // pause, never an immediate re-ask (QuorumFollowerPaceTest).
+            Long block = unconfirmed != null ? null : timing.blockTimeoutNanos();
             if (quorum != null) {
                 quorumConns.prepare(resignSignal); // first round only; before sent_at
             }
@@ -383,6 +380,14 @@ public final class LeaderElector implements AutoCloseable {
                 return;
             }
             long now = System.nanoTime();
+            if (quorum != null) {
+                // Q10: a quorum grant made by a round that started after a wait is measured from
+                // that round's start (never earlier than our own sentAt).
+                java.util.OptionalLong start = quorum.takeRoundStart();
+                if (start.isPresent() && start.getAsLong() - sentAt > 0) {
+                    sentAt = start.getAsLong();
+                }
+            }
             observe("acquire", res instanceof Decide.Failed f ? f.failure() : null);
             // Q4 + R17: a quorum round that released partial grants retired its owner; the next
             // round must not send it again (its RELEASE may still execute late and would free a
@@ -436,7 +441,7 @@ public final class LeaderElector implements AutoCloseable {
                 attempt = 0;
                 unconfirmed = null;
                 metrics.acquire("not_granted");
-                long p = Decide.notGrantedPauseNanos(timing, paceBlock, sentAt, now, ThreadLocalRandom.current().nextDouble());
+                long p = Decide.notGrantedPauseNanos(timing, block, sentAt, now, ThreadLocalRandom.current().nextDouble());
                 if (p > 0) {
                     pause(p);
                 }
@@ -492,7 +497,7 @@ public final class LeaderElector implements AutoCloseable {
     /** LEASE.ACQUIRE key owner ttl [BLOCK ms] (+ WAIT when granted), bounded by {@code until}. */
     private Decide.AcquireResult acquire(Long block, long until) throws Transport.Aborted {
         if (quorum != null) {
-            return quorum.acquire(quorumConns, owner, until);
+            return quorum.acquire(quorumConns, owner, until, block, resignSignal);
         }
         Transport.Slot slot = block != null ? blockSlot : cmdSlot;
         CommandArgs<String, String> a = Transport.args(key).add(owner).add(timing.ttlMillis());

@@ -2,6 +2,7 @@ package io.redislease;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.OptionalLong;
 
 /**
  * Quorum mode's decisions (docs/client-protocol.md §9a, rules Q1–Q8; docs/quorum.md) as plain
@@ -237,5 +238,48 @@ final class QuorumDecide {
             }
         }
         return null;
+    }
+
+    /**
+     * The node every follower waits on (Q10): the one with the smallest URL, so that every
+     * elector of one membership (the same node set, in any order) picks the same node. Why one
+     * node and not all: waiting with BLOCK on every node would let a release wake a
+     * <em>different</em> follower on each node (each node wakes its own first waiter), a split
+     * vote every time; on one node exactly one follower wakes, holding that node, and its next
+     * round meets the other nodes just freed by the same release round.
+     */
+    static int waitNode(List<String> urls) {
+        int best = 0;
+        for (int i = 1; i < urls.size(); i++) {
+            if (urls.get(i).compareTo(urls.get(best)) < 0) {
+                best = i;
+            }
+        }
+        return best;
+    }
+
+    /**
+     * How long (ns) to wait on the wait node after a round that made no reign (Q10); empty =
+     * report "not granted" at once (the loop then pauses and polls, as before Q10).
+     * {@code blockNanos} null: the loop gave no BLOCK budget (an unconfirmed grant's re-ask).
+     *
+     * <p>Wait only when the round released nothing (a round that released partial grants
+     * retired its owner: the loop must take the next one first, Q4) and the wait node itself
+     * answered "held" (someone holds it: its release or expiry is what wakes us; a node that
+     * was silent or failed would only make us wait for nothing). The wait is the loop's BLOCK
+     * budget minus two steps: the round before and the round after the wake must fit in the
+     * loop's limit for one blocking acquire (block + op_timeout), and at most {@code capNanos} (the
+     * renew interval): only the wait node can wake us, so if it stops answering while the other
+     * nodes free up (frozen, cut off), the next round comes after at most the cap, not the BLOCK.
+     */
+    static OptionalLong waitAfterRefusal(List<Reply<Long>> replies, int node, boolean releasedAny, Long blockNanos,
+            long opTimeoutNanos, long capNanos) {
+        if (blockNanos == null) {
+            return OptionalLong.empty();
+        }
+        long b = Math.min(blockNanos - opTimeoutNanos, capNanos);
+        boolean held = node >= 0 && node < replies.size() && replies.get(node).ok()
+                && (replies.get(node).value() == null || replies.get(node).value() <= 0);
+        return held && !releasedAny && b >= 1_000_000L ? OptionalLong.of(b) : OptionalLong.empty();
     }
 }

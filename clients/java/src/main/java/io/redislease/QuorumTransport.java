@@ -12,9 +12,12 @@ import java.util.Arrays;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.OptionalLong;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 import java.util.function.Predicate;
 
@@ -33,10 +36,11 @@ import java.util.function.Predicate;
  * <li>acquire: LEASE.ACQUIRE on all nodes, never BLOCK (Q2), each awaited at most
  * op_timeout/2; with a majority of grants, LEASE.RAISE every granting node to the highest
  * token granted; a reign only if a majority confirmed the raise (Q3). Otherwise the partial
- * grants are released at once and the owner is retired (Q4).
+ * grants are released at once and the owner is retired (Q4). After a plain refusal the
+ * follower waits with BLOCK on the wait node alone, then runs a fresh round (Q10).
  * <li>renew: LEASE.RENEW on all nodes; renewed on a majority of 1s; lost once a majority can
  * no longer say 1; the nodes that did not say 0 are released only after the task stopped (Q5).
- * <li>release: on all nodes.
+ * <li>release: on all nodes, the wait node's last (Q10).
  * </ul>
  *
  * <p>Each node has its own Lettuce client with the elector's safe options (no auto-reconnect,
@@ -68,6 +72,18 @@ final class QuorumTransport {
     private String owner;
     /** An acquire round released partial grants under owner (takeRetiredOwner). */
     private boolean retired;
+    /**
+     * The instant (System.nanoTime()) before the sends of the round the last acquire's result
+     * rests on, when that round ran after a wait (Q10, takeRoundStart); null = none.
+     */
+    private Long roundStart;
+
+    /** The node followers wait on with BLOCK (Q10, {@link QuorumDecide#waitNode}). */
+    private final int waitNode;
+    /** The loop's per-command budget: the wait leaves room for two steps. */
+    private final long opTimeoutNanos;
+    /** The longest wait on the wait node (Q10). */
+    private final long renewIntervalNanos;
 
     QuorumTransport(List<RedisURI> uris, String key, LeaseTiming timing, long configuredQuarantineNanos,
             ClientResources resources, Transport.Settings settings) {
@@ -77,6 +93,9 @@ final class QuorumTransport {
         this.quarantineNanos = QuorumDecide.quarantineNanos(timing.ttlMillis() * Decide.MILLI, configuredQuarantineNanos,
                 timing.drift());
         this.connectTimeoutNanos = Transport.connectTimeoutNanos(timing);
+        this.opTimeoutNanos = timing.opTimeoutNanos();
+        this.renewIntervalNanos = timing.renewIntervalNanos();
+        this.waitNode = QuorumDecide.waitNode(uris.stream().map(QuorumTransport::nodeUrl).toList());
         int n = uris.size();
         this.nodes = new Transport.Connector[n];
         for (int i = 0; i < n; i++) {
@@ -90,6 +109,19 @@ final class QuorumTransport {
 
     int size() {
         return nodes.length;
+    }
+
+    /**
+     * The URL a node is known by for Q10's wait node (the smallest one): redis://host:port/db
+     * (rediss:// with TLS, unix://path). Every elector of one membership must pick the same
+     * node, in any list order (only liveness depends on it). Built here rather than with
+     * RedisURI.toString(), which is not a stable format.
+     */
+    static String nodeUrl(RedisURI u) {
+        if (u.getSocket() != null) {
+            return "unix://" + u.getSocket();
+        }
+        return (u.isSsl() ? "rediss" : "redis") + "://" + u.getHost() + ":" + u.getPort() + "/" + u.getDatabase();
     }
 
     void shutdown() {
@@ -362,8 +394,94 @@ final class QuorumTransport {
         return released == 0 && failed ? -1 : released;
     }
 
-    /** A campaign round (Q2–Q4), bounded by {@code until}. */
-    Decide.AcquireResult acquire(Conns c, String owner, long until) {
+    /** How one campaign round ended: the result, and (a plain refusal) its replies for Q10. */
+    private record RoundEnd(Decide.AcquireResult result, List<QuorumDecide.Reply<Long>> refused) {}
+
+    /**
+     * A campaign (Q2–Q4 and Q10), bounded by {@code until}: a round; after a plain refusal a
+     * wait on the wait node, and on its grant a fresh round. {@code blockNanos}: the loop's
+     * BLOCK budget (null: no wait, e.g. re-asking for an unconfirmed grant). Throws Aborted
+     * when {@code abort} completes during the wait (the loop then looks for a stray grant).
+     */
+    Decide.AcquireResult acquire(Conns c, String owner, long until, Long blockNanos, CompletableFuture<?> abort)
+            throws Transport.Aborted {
+        synchronized (this) {
+            roundStart = null;
+        }
+        RoundEnd first = acquireRound(c, owner, until);
+        if (first.refused() == null) {
+            return first.result();
+        }
+        OptionalLong wait = QuorumDecide.waitAfterRefusal(first.refused(), waitNode, false, blockNanos, opTimeoutNanos,
+                renewIntervalNanos);
+        if (wait.isEmpty()) {
+            return first.result();
+        }
+        // Q10: wait on the wait node until it is released or expires (it then grants us that one
+        // node, which is no reign), and go straight into a fresh round. Why this is safe: the
+        // wait node's grant counts for nothing by itself; what counts is the fresh round, whose
+        // every counted node set its expiry after start, the instant taken before that round's
+        // sends, which the loop then measures the deadline from.
+        long limit = System.nanoTime() + wait.getAsLong() + stepNanos;
+        if (until - limit < 0) {
+            limit = until;
+        }
+        if (!blockingAcquire(waitNode, owner, wait.getAsLong(), limit, abort)) {
+            return new Decide.NotGranted(); // timed out (nil), failed, the node went away: ask again
+        }
+        long start = System.nanoTime();
+        RoundEnd second = acquireRound(c, owner, until);
+        if (second.refused() != null) {
+            // Every node refused, the wait node included (it lost our grant meanwhile, e.g. it
+            // restarted): the loop asks again.
+            return second.result();
+        }
+        synchronized (this) {
+            roundStart = start;
+        }
+        return second.result();
+    }
+
+    /**
+     * Q10's LEASE.ACQUIRE ... BLOCK on node {@code i} alone, on a connection of its own (identity
+     * checked like every other), closed afterwards: whether it granted. Why not the node's
+     * shared connection: a blocked connection holds back every later command on it, so the
+     * next round would find this node silent; and if the wait is abandoned (resign), closing
+     * the connection is what tells the server to stop waiting for us (a grant it made just
+     * before is found and released by the loop's stray release, as for any abandoned acquire).
+     */
+    private boolean blockingAcquire(int i, String owner, long waitNanos, long until, CompletableFuture<?> abort)
+            throws Transport.Aborted {
+        if (isQuarantined(i)) {
+            return false;
+        }
+        CompletableFuture<Transport.Link> lf = connectChecked(i);
+        try {
+            CompletableFuture<Object> reply = lf.thenCompose(link -> link.dispatch(Transport.Cmd.ACQUIRE,
+                    Transport.args(key).add(owner).add(ttlMillis).add("BLOCK").add(Decide.wireMillis(waitNanos))));
+            Object v = Transport.await(reply, until, abort);
+            Long t = Transport.parseToken(v);
+            return t != null && t > 0;
+        } catch (TimeoutException | ExecutionException | Transport.CommandFailed e) {
+            return false;
+        } finally {
+            lf.whenComplete((link, e) -> {
+                if (link != null) {
+                    link.close();
+                }
+            });
+        }
+    }
+
+    /** Q10: see {@link #acquire}; once, 0 = none (as a nanoTime instant, compared by the loop). */
+    synchronized OptionalLong takeRoundStart() {
+        Long r = roundStart;
+        roundStart = null;
+        return r == null ? OptionalLong.empty() : OptionalLong.of(r);
+    }
+
+    /** One campaign round (Q2–Q4), bounded by {@code until}. */
+    private RoundEnd acquireRound(Conns c, String owner, long until) {
         int n = nodes.length;
         int need = QuorumDecide.majority(n);
         synchronized (this) {
@@ -373,8 +491,8 @@ final class QuorumTransport {
             // confirms below.
             Arrays.fill(held, 0L);
         }
-        // Never BLOCK (Q2): no single node knows when a majority frees up; followers poll
-        // with the loop's jittered pause instead.
+        // Never BLOCK (Q2): no single node knows when a majority frees up; a refused follower
+        // waits on one node instead (Q10, acquire).
         List<QuorumDecide.Reply<Long>> replies = round(c, all(),
                 i -> new CommandCall(Transport.Cmd.ACQUIRE, Transport.args(key).add(owner).add(ttlMillis)),
                 // Why every node gets the step's time, even once a majority can no longer
@@ -397,7 +515,7 @@ final class QuorumTransport {
                         held[i] = x.ok() && Boolean.TRUE.equals(x.value()) ? r.target() : 0L;
                     }
                 }
-                return new Decide.Granted(r.target(), null);
+                return new RoundEnd(new Decide.Granted(r.target(), null), null);
             }
             // Not confirmed: the grants (raised or not) must not block anyone for a TTL (Q4). A
             // node that did not answer the raise may hold either token: release with the
@@ -418,11 +536,11 @@ final class QuorumTransport {
             for (int i : r.nodes()) {
                 Decide.Failure f = confirmed.get(i).failure();
                 if (f != null && !f.kind().unreachable()) {
-                    return new Decide.Failed(new Decide.Failure(f.kind(), f.graceNanos(),
-                            "quorum: node " + (i + 1) + " refused LEASE.RAISE: " + f.message()));
+                    return new RoundEnd(new Decide.Failed(new Decide.Failure(f.kind(), f.graceNanos(),
+                            "quorum: node " + (i + 1) + " refused LEASE.RAISE: " + f.message())), null);
                 }
             }
-            return new Decide.NotGranted();
+            return new RoundEnd(new Decide.NotGranted(), null);
         }
         QuorumDecide.Abort a = (QuorumDecide.Abort) d;
         if (!a.release().isEmpty()) {
@@ -430,10 +548,11 @@ final class QuorumTransport {
             releaseOn(c, owner, a.release());
         }
         if (a.error() != null) {
-            return new Decide.Failed(new Decide.Failure(a.error().kind(), a.error().graceNanos(),
-                    "quorum: fewer than " + need + " of " + n + " nodes could grant (" + a.error().message() + ")"));
+            return new RoundEnd(new Decide.Failed(new Decide.Failure(a.error().kind(), a.error().graceNanos(),
+                    "quorum: fewer than " + need + " of " + n + " nodes could grant (" + a.error().message() + ")")),
+                    null);
         }
-        return new Decide.NotGranted();
+        return new RoundEnd(new Decide.NotGranted(), a.release().isEmpty() ? replies : null);
     }
 
     /**
@@ -523,6 +642,13 @@ final class QuorumTransport {
             }
             gen++;
         }
+        // Q10: the wait node's RELEASE is sent last (all are sent at once, without waiting for
+        // replies). Its release wakes the one follower waiting there, whose next round should
+        // find the other nodes already free: their RELEASEs left before it, and the wake plus
+        // that round take at least a round trip more. A round that still overtakes one on
+        // another node is refused there and falls back to polling. Order only affects
+        // liveness: a release frees, it never grants.
+        pairs.sort((x, y) -> Boolean.compare(x.node() == waitNode, y.node() == waitNode));
         int r = releaseOn(c, owner, pairs);
         if (r < 0) {
             throw new Transport.CommandFailed(Decide.Failure.of(ErrorKind.CONNECTION, "quorum: no node released"));

@@ -119,4 +119,29 @@ class QuorumDecideTest {
         assertEquals("abc123", QuorumDecide.runIdOf("# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\ntcp_port:1\r\n"));
         assertNull(QuorumDecide.runIdOf("# Server\r\nredis_version:7.0.15\r\n"));
     }
+
+    /** Q10: one wait node for every order of a node set; wait only on a held wait node. */
+    @Test
+    void waitNodeAndWhenToWait() {
+        List<String> a = List.of("redis://c:1", "redis://a:1", "redis://b:1");
+        List<String> b = List.of("redis://b:1", "redis://a:1", "redis://c:1");
+        assertEquals("redis://a:1", a.get(QuorumDecide.waitNode(a)));
+        assertEquals("redis://a:1", b.get(QuorumDecide.waitNode(b)));
+        assertEquals(0, QuorumDecide.waitNode(List.of()));
+        long ms = Decide.MILLI;
+        Reply<Long> busy = Reply.of(null);
+        Reply<Long> down = Reply.failed(Decide.Failure.of(ErrorKind.CONNECTION, "down"));
+        List<Reply<Long>> held = List.of(busy, busy, Reply.silent());
+        assertEquals(4800 * ms, QuorumDecide.waitAfterRefusal(held, 0, false, 5000 * ms, 200 * ms, 9000 * ms).getAsLong());
+        // At most the cap: a wait node that stops answering must not hold us for the BLOCK.
+        assertEquals(333 * ms, QuorumDecide.waitAfterRefusal(held, 0, false, 5000 * ms, 200 * ms, 333 * ms).getAsLong());
+        assertTrue(QuorumDecide.waitAfterRefusal(held, 2, false, 5000 * ms, 200 * ms, 9000 * ms).isEmpty(), "the wait node silent");
+        assertTrue(QuorumDecide.waitAfterRefusal(List.of(down, busy, busy), 0, false, 5000 * ms, 200 * ms, 9000 * ms).isEmpty(),
+                "the wait node failed");
+        assertTrue(QuorumDecide.waitAfterRefusal(held, 0, true, 5000 * ms, 200 * ms, 9000 * ms).isEmpty(), "owner retired (Q4)");
+        assertTrue(QuorumDecide.waitAfterRefusal(List.of(Reply.of(7L), busy, busy), 0, false, 5000 * ms, 200 * ms, 9000 * ms).isEmpty(),
+                "granted");
+        assertTrue(QuorumDecide.waitAfterRefusal(held, 0, false, null, 200 * ms, 9000 * ms).isEmpty(), "no BLOCK budget");
+        assertTrue(QuorumDecide.waitAfterRefusal(held, 0, false, 200 * ms, 200 * ms, 9000 * ms).isEmpty(), "too little BLOCK budget");
+    }
 }

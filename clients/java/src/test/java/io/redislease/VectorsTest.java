@@ -23,7 +23,7 @@ import org.junit.jupiter.api.TestFactory;
 
 /**
  * Runs every shared decision vector (conformance/vectors/*.json, loaded from the repository,
- * never copied) against {@link Decide}. Fails on an empty folder, an unknown decision, an
+ * never copied) against {@link Decide} and {@link QuorumDecide}. Fails on an empty folder, an unknown decision, an
  * unknown configuration key or an unknown key in {@code expect}; every mismatch names its file
  * and case. Times are compared in whole microseconds with a tolerance of 1 µs.
  */
@@ -31,7 +31,8 @@ class VectorsTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Set<String> DECISIONS = Set.of("config_defaults", "config_validate", "deadline",
             "op_limit", "wait_for", "retry_interval", "backoff", "classify_error", "on_acquire",
-            "not_granted_pause", "on_renew", "must_stop", "step_down", "reign_owner", "next_reign");
+            "not_granted_pause", "on_renew", "must_stop", "step_down", "reign_owner", "next_reign",
+            "quorum_after_acquire", "quorum_after_renew", "quorum_wait", "quorum_identity", "quorum_quarantine");
 
     static Path vectorDir() {
         String base = System.getProperty("basedir", System.getProperty("user.dir"));
@@ -179,6 +180,43 @@ class VectorsTest {
         }
     }
 
+    /** A round's ACQUIRE replies, one per node in node order (null = no reply in time). */
+    private static List<QuorumDecide.Reply<Long>> acquireReplies(String name, JsonNode in) {
+        List<QuorumDecide.Reply<Long>> out = new ArrayList<>();
+        for (JsonNode r : in.get("replies")) {
+            if (r.isNull()) {
+                out.add(QuorumDecide.Reply.silent());
+                continue;
+            }
+            Decide.AcquireResult a = acquireResult(name, r);
+            if (a instanceof Decide.Granted g) {
+                out.add(QuorumDecide.Reply.of(g.token()));
+            } else if (a instanceof Decide.Failed f) {
+                out.add(QuorumDecide.Reply.failed(f.failure()));
+            } else {
+                out.add(QuorumDecide.Reply.of(null));
+            }
+        }
+        return out;
+    }
+
+    private static List<QuorumDecide.Reply<Boolean>> renewReplies(String name, JsonNode in) {
+        List<QuorumDecide.Reply<Boolean>> out = new ArrayList<>();
+        for (JsonNode r : in.get("replies")) {
+            if (r.isNull()) {
+                out.add(QuorumDecide.Reply.silent());
+                continue;
+            }
+            Decide.RenewResult a = renewResult(name, r);
+            if (a instanceof Decide.Failed f) {
+                out.add(QuorumDecide.Reply.failed(f.failure()));
+            } else {
+                out.add(QuorumDecide.Reply.of(a instanceof Decide.Renewed));
+            }
+        }
+        return out;
+    }
+
     private static Map<String, Object> evaluate(String name, String decision, LeaseTiming t, JsonNode in) {
         Map<String, Object> a = new LinkedHashMap<>();
         switch (decision) {
@@ -321,6 +359,54 @@ class VectorsTest {
                 a.put("reign", Decide.nextReign(in.get("reign").asLong(), ev));
                 break;
             }
+            case "quorum_after_acquire": {
+                QuorumDecide.AfterAcquire d = QuorumDecide.afterAcquire(acquireReplies(name, in));
+                if (d instanceof QuorumDecide.Raise r) {
+                    a.put("action", "raise");
+                    a.put("target", r.target());
+                    a.put("nodes", r.nodes().stream().map(Integer::longValue).toList());
+                } else if (d instanceof QuorumDecide.Abort ab) {
+                    a.put("action", "abort");
+                    a.put("partial", ab.release().stream().map(p -> List.of((long) p.node(), p.token())).toList());
+                    Decide.Failure f = ab.error();
+                    a.put("outcome", f == null ? "not_granted" : "error");
+                    a.put("error_kind", f == null ? null : f.kind().label());
+                    a.put("grace_us", f != null && f.kind() == ErrorKind.GRACE ? toUs(f.graceNanos()) : null);
+                }
+                break;
+            }
+            case "quorum_after_renew": {
+                List<QuorumDecide.Reply<Boolean>> r = renewReplies(name, in);
+                a.put("action", QuorumDecide.afterRenew(r).name().toLowerCase(java.util.Locale.ROOT));
+                a.put("confirmed", QuorumDecide.raiseConfirmed(r, r.size()));
+                break;
+            }
+            case "quorum_wait": {
+                List<String> urls = new ArrayList<>();
+                in.get("urls").forEach(u -> urls.add(u.asText()));
+                int node = QuorumDecide.waitNode(urls);
+                java.util.OptionalLong w = QuorumDecide.waitAfterRefusal(acquireReplies(name, in), node,
+                        in.get("released_any").asBoolean(), nullableNanos(in.get("block_us")), t.opTimeoutNanos(),
+                        t.renewIntervalNanos());
+                a.put("wait_node", (long) node);
+                a.put("wait_us", w.isPresent() ? toUs(w.getAsLong()) : null);
+                break;
+            }
+            case "quorum_identity": {
+                JsonNode k = in.get("known");
+                String[] known = new String[k.size()];
+                for (int i = 0; i < known.length; i++) {
+                    known[i] = k.get(i).isNull() ? null : k.get(i).asText();
+                }
+                QuorumDecide.IdentityCheck c = QuorumDecide.checkIdentity(in.get("me").asInt(), in.get("seen").asText(), known);
+                a.put("check", c.kind().name().toLowerCase(java.util.Locale.ROOT));
+                a.put("of", c.kind() == QuorumDecide.IdentityKind.DUPLICATE ? (Object) (long) c.of() : null);
+                break;
+            }
+            case "quorum_quarantine":
+                a.put("quarantine_us", toUs(QuorumDecide.quarantineNanos(t.ttlMillis() * 1_000_000L,
+                        nanos(in.get("node_quarantine_us")), t.drift())));
+                break;
             default:
                 fail(name + ": unknown decision '" + decision + "'");
         }
@@ -343,6 +429,14 @@ class VectorsTest {
                 }
                 compare(name, key + "." + e.getKey(), e.getValue(), m.get(e.getKey()));
             });
+        } else if (want.isArray()) {
+            if (!(got instanceof List<?> l) || l.size() != want.size()) {
+                fail(where + ": expected " + want + ", got " + got);
+                return;
+            }
+            for (int i = 0; i < want.size(); i++) {
+                compare(name, key, want.get(i), l.get(i));
+            }
         } else if (want.isBoolean()) {
             assertEquals(want.asBoolean(), got, where);
         } else if (want.isTextual()) {
