@@ -92,7 +92,8 @@ def combine(paths: list[str], out: str, label: str = "") -> int:
     doc = dict(first)
     doc["commit"] = commits[-1]
     doc["commits_measured"] = sorted(set(commits))
-    doc["command"] = " and, side by side, ".join(d["command"] for d in docs)
+    # Run side by side or one after the other (the dates say which): each file's command.
+    doc["command"] = " + ".join(d["command"] for d in docs)
     doc["steps"] = [x for d in docs for x in d.get("steps", [])]
     doc["quick"] = all(d.get("quick") for d in docs)
     doc["date"] = min(d["date"] for d in docs)
