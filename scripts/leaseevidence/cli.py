@@ -1,11 +1,12 @@
 """Regenerate every published figure in one run, stamped with its commit.
 
-    scripts/evidence            full run (a release's evidence; about an hour on the 2-core machine)
+    scripts/evidence            full run (a release's evidence; about an hour on the 2-core machine,
+                                plus the long campaigns: about 20 minutes per language, root)
     scripts/evidence --quick    CI size (a few minutes): checks the figures are produced and
                                 plausible, with loose latency bounds
     options: --out DIR (default docs/results), --skip-bench, --langs rust,python,...,
              --steps a,b (a subset; the file name then ends in the steps),
-             --combine A.json B.json (one file from subsets run at the same commit),
+             --combine A.json B.json [--label L] (one file from subsets run at the same commit),
              --update-docs BASE / --check-docs (figures marked in the docs, see below)
 
 Writes DIR/<date>-<commit>[-quick][-steps].json with every figure and the command that
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", default="",
                     help="comma-separated subset of: " + ",".join(BY_NAME) + " "
                     "(default: all but quorum_long; the results file name then ends in the steps)")
-    ap.add_argument("--label", default="", help="with --steps: the file name's ending instead of the steps")
+    ap.add_argument("--label", default="",
+                    help="with --steps or --combine: the file name's ending instead of the steps")
     ap.add_argument("--combine", nargs="+", metavar="JSON",
                     help="merge results files of one commit into one (no step is run)")
     ap.add_argument("--update-docs", metavar="BASE",
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="fail if a marked figure in the docs differs from its results file")
     a = ap.parse_args(argv)
     if a.combine:
-        return results.combine(a.combine, a.out)
+        return results.combine(a.combine, a.out, a.label)
     if a.update_docs or a.check_docs:
         if a.update_docs:
             base = os.path.basename(a.update_docs)
@@ -93,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         "quick": a.quick,
         "machine": machine(),
         "servers": servers(),
+        # The build the campaigns ran (scripts/chaos, scripts/conformance): a debug build's
+        # latencies are not worth quoting, its safety verdicts are.
+        "chaos_profile": os.environ.get("CHAOS_PROFILE", "release"),
     }
     try:
         for step in steps:

@@ -25,6 +25,9 @@ def render_md(doc: dict[str, Any]) -> str:
         f"{doc['machine']['memory_gib']} GiB, kernel {doc['machine']['kernel']}; load average "
         f"at start {doc['machine']['load_at_start']}, at end {doc['machine']['load_at_end']}.",
         "Servers: " + "; ".join(f"{k}: {v}" for k, v in doc["servers"].items()) + ".",
+        f"Campaigns built with CHAOS_PROFILE={doc['chaos_profile']}."
+        + (" (debug build: safety verdicts and fault counts hold, latencies are not release figures)"
+           if doc["chaos_profile"] == "debug" else "") if "chaos_profile" in doc else "",
         "",
     ]
     if doc["problems"]:
@@ -57,7 +60,7 @@ def write(doc: dict[str, Any], base: str) -> None:
         fh.write(render_md(doc))
 
 
-def combine(paths: list[str], out: str) -> int:
+def combine(paths: list[str], out: str, label: str = "") -> int:
     """`--combine a.json b.json ...`: one results file from runs of different steps at the same
     commit (e.g. the CPU-bound steps and the wall-clock-bound campaigns run side by side)."""
     docs: list[dict[str, Any]] = []
@@ -89,16 +92,22 @@ def combine(paths: list[str], out: str) -> int:
     doc = dict(first)
     doc["commit"] = commits[-1]
     doc["commits_measured"] = sorted(set(commits))
-    doc["command"] = " and, side by side, ".join(d["command"] for d in docs)
+    # Run side by side or one after the other (the dates say which): each file's command.
+    doc["command"] = " + ".join(d["command"] for d in docs)
     doc["steps"] = [x for d in docs for x in d.get("steps", [])]
     doc["quick"] = all(d.get("quick") for d in docs)
     doc["date"] = min(d["date"] for d in docs)
     doc["machine"] = dict(first["machine"])
     doc["machine"]["load_at_end"] = " / ".join(d["machine"].get("load_at_end", "?") for d in docs)
+    profiles = sorted({str(d.get("chaos_profile", "unknown")) for d in docs})
+    doc["chaos_profile"] = " / ".join(profiles)
     doc["problems"] = [x for d in docs for x in d["problems"]]
     doc["figures"] = figures
     doc["combined_from"] = [os.path.basename(p) for p in paths]
-    base = os.path.join(out, f"{doc['date'][:10]}-{doc['commit']}{'-quick' if doc['quick'] else ''}")
+    # A label names what the files hold (e.g. `long`, one results file from one per language).
+    suffix = ("-quick" if doc["quick"] else "") + (f"-{label}" if label else "")
+    doc["command"] += f" (scripts/evidence --combine ...{' --label ' + label if label else ''})"
+    base = os.path.join(out, f"{doc['date'][:10]}-{doc['commit']}{suffix}")
     write(doc, base)
     print(f"evidence: wrote {os.path.relpath(base, ROOT)}.json and .md ({len(doc['figures'])} figures, "
           f"{len(doc['problems'])} problems)")

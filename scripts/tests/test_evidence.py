@@ -110,12 +110,43 @@ class CampaignResults(unittest.TestCase):
 class StepTable(unittest.TestCase):
     def test_full_quick_and_named_only(self):
         self.assertEqual(steps.ALL_STEPS, ["bench", "chaos", "handover", "many", "controls", "sentinel",
-                                           "quorum", "conformance", "tests", "scale", "persist", "model", "fuzz"])
+                                           "quorum", "conformance", "tests", "scale", "persist", "model", "fuzz",
+                                           "long"])
         self.assertEqual(steps.QUICK_STEPS, ["bench", "chaos", "handover", "quorum", "conformance"])
         self.assertNotIn("quorum_long", steps.ALL_STEPS)
         self.assertIn("quorum_long", steps.BY_NAME)
         for s in steps.STEPS:
             self.assertTrue(s.run.__doc__, f"step {s.name} has no description for --help")
+
+
+class LongCampaigns(unittest.TestCase):
+    def test_minimum_scales_with_the_runs_and_names_the_netns_kinds(self):
+        self.assertEqual(steps.long_min_faults(100, False),
+                         "crash=5,pause=5,partition=5,handover=5,late-delivery=5")
+        self.assertEqual(steps.long_min_faults(1, True).split(","),
+                         ["crash=1", "pause=1", "partition=1", "handover=1", "late-delivery=1",
+                          "loss=1", "oneway=1", "cut-resource=1", "heal-delivers=1"])
+
+    def test_faults_per_kind_add_up_across_campaigns(self):
+        self.assertEqual(steps.merge_kinds(["kill=3 pause=2", "kill=1 loss=4", "none"]),
+                         "kill=4 loss=4 pause=2")
+        self.assertEqual(steps.merge_kinds(["none"]), "none")
+
+    def test_every_language_reaches_the_minimum_of_runs(self):
+        ev = steps.Evidence(False, [])
+        for lang in ("rust", "python", "go", "node", "java"):
+            netns, other = steps.long_campaigns(ev, lang)
+            self.assertEqual(sum(c.runs for c in netns + other), steps.LONG_MIN_RUNS, lang)
+            self.assertTrue(all("--netns" in c.argv for c in netns))
+            self.assertFalse(any("--netns" in c.argv for c in other))
+            for c in netns + other:
+                self.assertIn("--min-faults", c.argv)
+
+    def test_a_run_line_with_violations_is_recognised(self):
+        m = steps.RUN_LINE.match("run-0007 seed=12 violations=3 (8 runs, 3 violations so far)")
+        self.assertIsNotNone(m)
+        assert m is not None
+        self.assertEqual((m.group(1), m.group(2)), ("0007", "3"))
 
 
 class Markers(unittest.TestCase):
