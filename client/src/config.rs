@@ -55,6 +55,12 @@ pub struct ElectorConfig {
     /// 30 s, the module's default `lease.max-ttl`: the longest lease any elector could have
     /// left on the server that vanished. Set it to the nodes' `lease.max-ttl`.
     pub node_quarantine: Duration,
+    /// Quorum mode: the membership id to send (Q9, 16 hex digits) instead of the one computed
+    /// from the node URLs. For electors that reach the same servers under different addresses
+    /// (proxies, NAT, a test harness): each would compute its own id and the first one to bind
+    /// a key would shut the others out. Every elector of one membership must then set the
+    /// same id (`lease-run --print-membership-id` on the real node list gives it).
+    pub membership_id: Option<String>,
 }
 
 impl std::fmt::Debug for ElectorConfig {
@@ -74,6 +80,8 @@ impl std::fmt::Debug for ElectorConfig {
             .field("op_timeout", &self.op_timeout)
             .field("backoff_min", &self.backoff_min)
             .field("backoff_max", &self.backoff_max)
+            .field("node_quarantine", &self.node_quarantine)
+            .field("membership_id", &self.membership_id)
             .finish()
     }
 }
@@ -115,7 +123,14 @@ impl ElectorConfig {
             backoff_min: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
             node_quarantine: Duration::from_secs(30),
+            membership_id: None,
         }
+    }
+
+    /// See [`ElectorConfig::membership_id`].
+    pub fn with_membership_id(mut self, id: impl Into<String>) -> Self {
+        self.membership_id = Some(id.into());
+        self
     }
 
     pub fn with_node_quarantine(mut self, d: Duration) -> Self {

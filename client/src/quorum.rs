@@ -352,8 +352,23 @@ impl QuorumTransport {
         check_distinct(urls)?;
         // Why (Q9, issue 32): electors with different node lists (during a node replacement)
         // can find disjoint majorities; binding each key to one list's id keeps them apart.
-        let membership = match control {
-            QuorumControl::NoMembership => None,
+        let membership = match (control, &cfg.membership_id) {
+            (QuorumControl::NoMembership, _) => None,
+            // An override (electors behind different addresses of the same servers): checked
+            // here, so a typo is a configuration error at start, not a refusal on every node.
+            (_, Some(id)) => {
+                if id.len() != 16
+                    || !id
+                        .bytes()
+                        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+                    || u64::from_str_radix(id, 16).ok() == Some(0)
+                {
+                    return Err(LeaseError::Config(format!(
+                        "quorum: membership id {id:?}: expected 16 lower-case hex digits, not all zero"
+                    )));
+                }
+                Some(id.clone())
+            }
             _ => Some(membership_id_of(urls)?),
         };
         let identities = Arc::new(std::sync::Mutex::new(vec![None; urls.len()]));

@@ -69,6 +69,10 @@ struct Work {
     unsafe_linger: bool,
 }
 
+/// The environment variable through which the orchestrator gives every elector of a quorum
+/// campaign the membership id of the real node list (docs/conformance.md).
+pub const MEMBERSHIP_ENV: &str = "LEASE_HARNESS_MEMBERSHIP_ID";
+
 pub fn main(mut args: Args) -> Result<ExitCode, String> {
     // First: the origin of the clock-rate measurement (deadlines recorded on the real clock
     // under --elector-clock-rate; clock.rs).
@@ -136,6 +140,13 @@ pub fn main(mut args: Args) -> Result<ExitCode, String> {
         // or wiped node can have lost is one TTL; that is the quarantine of a node whose
         // identity changed (docs/quorum.md §4.1).
         .with_node_quarantine(ttl);
+    // Quorum topologies: each elector reaches the nodes through proxies of its own, so the
+    // id computed from its URLs would differ per elector and the first to bind a key would
+    // shut the others out; the orchestrator passes the id of the real node list to all.
+    let cfg = match std::env::var(MEMBERSHIP_ENV) {
+        Ok(id) if !id.is_empty() => cfg.with_membership_id(id),
+        _ => cfg,
+    };
     let work = Work {
         id,
         resource,

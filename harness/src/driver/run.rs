@@ -119,6 +119,15 @@ impl Run<'_> {
                 .env("FAKETIME", format!("+0 x{rate}"))
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "0");
         }
+        if self.cfg.topology.is_quorum() {
+            // The same membership id for every elector: that of the real node list (each
+            // elector's own list names its proxies; docs/conformance.md).
+            let real: Vec<String> = (0..self.backend.nodes())
+                .map(|k| self.backend.node_url(self.backend.node_addr(k)))
+                .collect();
+            let id = redis_lease_client::membership_id_of(&real).map_err(|e| e.to_string())?;
+            cmd.env(crate::elector::MEMBERSHIP_ENV, id);
+        }
         cmd.args(["--id", &id]);
         for u in &urls {
             cmd.args(["--redis", u]);
