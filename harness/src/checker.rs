@@ -10,8 +10,10 @@
 //!   write, and fencing has to catch it, which the next rule checks;
 //! - `stale_accepted`: the resource accepted a write that reached it after its writer's own
 //!   lease deadline *and* after a higher token had been granted to someone else;
-//! - `early_grant`: another elector was granted (recorded its grant) while an earlier reign
-//!   had neither stopped its task nor reached its local deadline, whichever comes first. The
+//! - `early_grant`: another elector was granted (recorded its grant) a higher token while an
+//!   earlier reign (lower token: tokens order reigns, recorded times need not, since a paused
+//!   elector records its grant late) had neither stopped its task nor reached its local
+//!   deadline, whichever comes first. The
 //!   lease must stay held until the task stopped (R13) and can only expire after the local
 //!   deadline (R1/R2), so such a grant means the server freed or handed over a lease whose
 //!   holder still had the right to act — a violation even if no write overlapped (issue 23's
@@ -350,7 +352,10 @@ pub fn check(data: &RunData) -> RunReport {
         };
         if let Some(b) = reigns
             .iter()
-            .filter(|b| b.elector != a.elector && b.grant > a.grant && b.grant < end)
+            // Token order, not record order: a paused elector records an older reign's
+            // grant (lower token) after a newer one; the server issued it first, so it is
+            // the earlier reign, and the newer one is early only if granted before *its* end.
+            .filter(|b| b.elector != a.elector && b.token > a.token && b.grant < end)
             .min_by_key(|b| b.grant)
         {
             v(

@@ -163,6 +163,61 @@ fn grant_before_the_previous_task_stopped_is_caught_without_overlap() {
     assert!(kinds(&d).is_empty());
 }
 
+/// `early_grant` follows token order, not the order grants were recorded (found by the long
+/// campaigns of issue 30, Node and Java): an elector paused between its client's decision and
+/// its task's first record records an *older* grant (lower token) after a newer reign's grant.
+/// Its right to act ended at its own deadline, long before; it stopped without acting. Not a
+/// violation; the old rule (recorded order) flagged it. And the other way round: a newer
+/// token recorded before an older reign's late record, but granted while that older reign
+/// still had the right to act, is one (the old rule missed it).
+#[test]
+fn early_grant_compares_reigns_in_token_order() {
+    let mut d = clean();
+    // e1's reign (token 10) is granted at 100 ms, after e2's older lease expired.
+    let mut e1 = vec![start("e1")];
+    e1.extend(reign(10, 100, 100, 150, 190, 155));
+    d.electors[0].1 = e1;
+    d.resource.retain(|w| w.writer == "e1" && w.t >= 100 * MS);
+    // e2's older reign (token 9): decided at 0 ms with its deadline at 60 ms, paused, and its
+    // grant recorded only at 120 ms, while e1's newer reign acts; it stops at once.
+    d.electors[1].1 = vec![
+        start("e2"),
+        ElectorEvent::Grant {
+            t: 120 * MS,
+            token: 9,
+            deadline: 60 * MS,
+            call: None,
+        },
+        ElectorEvent::Stop {
+            t: 121 * MS,
+            token: 9,
+            why: "not leader at check".into(),
+        },
+    ];
+    assert!(kinds(&d).is_empty(), "{:?}", kinds(&d));
+    // e2's older reign (token 9) recorded at 120 ms but with the right to act until 300 ms
+    // (deadline) / 320 ms (stop): e1's newer token, granted at 100 ms, was granted inside it.
+    d.electors[1].1 = vec![
+        start("e2"),
+        ElectorEvent::Grant {
+            t: 120 * MS,
+            token: 9,
+            deadline: 300 * MS,
+            call: None,
+        },
+        ElectorEvent::Stop {
+            t: 320 * MS,
+            token: 9,
+            why: "cancelled".into(),
+        },
+    ];
+    assert!(
+        kinds(&d).contains(&"early_grant".to_string()),
+        "{:?}",
+        kinds(&d)
+    );
+}
+
 /// A crashed holder records no stop: its local deadline (190 ms) is when its right to act
 /// ends, and the expiry-based hand-over after it is legitimate; a grant before it is not.
 #[test]
@@ -226,7 +281,16 @@ fn lower_token_acting_within_one_ttl_of_a_higher_reign_is_caught() {
     d.resource.retain(|w| w.writer == "e1");
     let k = kinds(&d);
     assert!(!k.contains(&"token_order".to_string()), "{k:?}");
-    assert_eq!(k, vec!["acted_after_newer_grant".to_string()]);
+    // Token order also makes it an early grant: token 10 (granted at 0 ms) came while token
+    // 9's right to act (deadline 500 ms, measured from before the server granted it, so
+    // before token 10) still held.
+    assert_eq!(
+        k,
+        vec![
+            "early_grant".to_string(),
+            "acted_after_newer_grant".to_string()
+        ]
+    );
 }
 
 /// A write decided before the newer grant and refused by fencing is the design working

@@ -76,6 +76,13 @@ function deadlineNs(deadlineMs: number | null): bigint {
   return ns + BigInt(Math.round((deadlineMs - p) * 1e6));
 }
 
+/** The reign's local deadline (ms, performance.now() base) even after the reign ended: the
+ * implementation keeps it (`deadlineMicros`) though the public `deadline` turns null. */
+function reignDeadlineMs(lease: LeaderContext): number | null {
+  const us = (lease as unknown as { deadlineMicros?: unknown }).deadlineMicros;
+  return typeof us === "number" ? us / 1000 : lease.deadline;
+}
+
 /** One JSON object per line, written synchronously (a kill loses at most the line in progress). */
 class History {
   private readonly fd: number;
@@ -256,7 +263,9 @@ async function main(): Promise<void> {
   /** One reign's work; `call`: the one-shot call it runs in (none for run()). */
   const reign = async (lease: LeaderContext, call?: number): Promise<void> => {
     const token = lease.token;
-    rec.write({ ev: "grant", t: monoNs(), token, deadline: deadlineNs(lease.deadline), ...(call === undefined ? {} : { call }) });
+    // The reign's deadline even when the task starts after it passed (a pause between the
+    // client's decision and this record): the checker needs when its right to act ended.
+    rec.write({ ev: "grant", t: monoNs(), token, deadline: deadlineNs(reignDeadlineMs(lease)), ...(call === undefined ? {} : { call }) });
     if (unsafeLinger) {
       void unsafeLoop(lease);
       await new Promise<void>((r) => lease.signal.addEventListener("abort", () => r(), { once: true }));

@@ -24,6 +24,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
+from redis_lease import _core
 from redis_lease.decide import Config
 from redis_lease.sync import Elector, LeaderContext
 
@@ -101,7 +102,10 @@ class Work:
         # `call`: the one-shot call this reign runs in (the checker allows one reign per call);
         # run()-style reigns record none.
         extra: Dict[str, Any] = {} if call is None else {"call": call}
-        self.rec.write("grant", t=time.monotonic_ns(), token=token, deadline=deadline_ns(lease), **extra)
+        # The reign's deadline even when the task starts after it passed (a pause between the
+        # client's decision and this record): the checker needs when its right to act ended.
+        reign_deadline = int(_core.monotonic_s(lease._term.deadline_us) * 1e9)
+        self.rec.write("grant", t=time.monotonic_ns(), token=token, deadline=reign_deadline, **extra)
         if self.unsafe:
             # The bug under test: work detached from the lease's lifetime.
             threading.Thread(target=self.unsafe_loop, args=(lease,), daemon=True).start()

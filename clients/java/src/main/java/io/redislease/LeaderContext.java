@@ -99,6 +99,14 @@ public final class LeaderContext {
         return stopped ? OptionalLong.empty() : OptionalLong.of(deadline);
     }
 
+    /**
+     * The reign's local deadline even after it stopped (the conformance elector's grant record:
+     * a task that starts late, after a pause, still records when its right to act ended).
+     */
+    synchronized long reignDeadlineNanos() {
+        return deadline;
+    }
+
     /** Time left until the stop point (zero or negative once it passed). */
     public Duration timeLeft() {
         long stopAt;

@@ -264,7 +264,7 @@ public final class ConformanceElector {
     void reign(LeaderContext ctx) {
         long token = ctx.token();
         long c = call;
-        record("{\"ev\":\"grant\",\"t\":" + System.nanoTime() + ",\"token\":" + token + ",\"deadline\":" + deadlineNs(ctx)
+        record("{\"ev\":\"grant\",\"t\":" + System.nanoTime() + ",\"token\":" + token + ",\"deadline\":" + ctx.reignDeadlineNanos()
                 + (c != 0 ? ",\"call\":" + c : "") + "}");
         if (unsafeLinger) {
             // The bug under test: work detached from the lease's lifetime.
