@@ -287,10 +287,13 @@ class Elector:
         targets: List[Any] = list(redis) if isinstance(redis, (list, tuple)) else [redis]
         if not targets:
             raise ValueError("no redis node given")
+        membership: Optional[str] = None
         if len(targets) > 1:
             _quorum.check_distinct(targets)  # Q6, before anything is sent
+            membership = _quorum.membership_id_of(targets)  # Q9: sent with every ACQUIRE/RENEW/RAISE
         self._core = _core.Campaign(
-            config, key, self.owner, (metrics or NullMetrics()).bind(key), on_change, nodes=len(targets)
+            config, key, self.owner, (metrics or NullMetrics()).bind(key), on_change, nodes=len(targets),
+            membership=membership,
         )
         connect_timeout = max(config.op_timeout_us, 100_000) / 1e6
         self._source = _Source(targets[0], key, connect_timeout)

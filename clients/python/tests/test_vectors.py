@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from redis_lease import decide
+from redis_lease import _quorum, decide
 from redis_lease.decide import Config
 
 CLIENT_DIR = Path(__file__).resolve().parent.parent
@@ -24,8 +24,21 @@ SCHEMA = CLIENT_DIR.parent.parent / "conformance" / "schema.json"
 Json = Dict[str, Any]
 
 
+# Quorum mode's top-level vectors (quorum_*.json) are ported by qports (its loader part);
+# skipped here by name until then.
+NOT_YET = {
+    "quorum_after_acquire.json",
+    "quorum_after_renew.json",
+    "quorum_identity.json",
+    "quorum_quarantine.json",
+    "quorum_wait.json",
+}
+
+
 def vector_files() -> List[Path]:
-    return sorted(VECTORS_DIR.glob("*.json"))
+    # conformance/vectors/quorum/: quorum mode's vectors (the membership id, Q9).
+    files = list(VECTORS_DIR.glob("*.json")) + list((VECTORS_DIR / "quorum").glob("*.json"))
+    return sorted((p for p in files if p.name not in NOT_YET), key=lambda p: str(p.relative_to(VECTORS_DIR)))
 
 
 def config_of(defaults: Optional[Json], case: Json) -> Optional[Config]:
@@ -180,6 +193,11 @@ def run_next_reign(cfg: Optional[Config], i: Json) -> Json:
     return {"reign": decide.next_reign(i["reign"], decide.ReignEvent(i["event"]))}
 
 
+def run_membership_id(cfg: Optional[Config], i: Json) -> Json:
+    ids = sorted((_quorum.node_identity(u) for u in i["nodes"]), key=lambda s: s.encode("utf-8"))
+    return {"identities": ids, "membership_id": _quorum.membership_id_of(i["nodes"])}
+
+
 RUNNERS: Dict[str, Callable[[Optional[Config], Json], Json]] = {
     "config_defaults": run_config_defaults,
     "config_validate": run_config_validate,
@@ -196,6 +214,7 @@ RUNNERS: Dict[str, Callable[[Optional[Config], Json], Json]] = {
     "step_down": run_step_down,
     "reign_owner": run_reign_owner,
     "next_reign": run_next_reign,
+    "membership_id": run_membership_id,
 }
 
 
@@ -253,14 +272,14 @@ def test_every_decision_has_a_runner_and_a_file() -> None:
     assert decisions == set(RUNNERS), f"files {sorted(decisions)} vs runners {sorted(RUNNERS)}"
 
 
-@pytest.mark.parametrize("path", vector_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", vector_files(), ids=lambda p: str(p.relative_to(VECTORS_DIR)))
 def test_vector_file(path: Path) -> None:
     n, problems = check_file(path)
     assert n > 0
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("path", vector_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", vector_files(), ids=lambda p: str(p.relative_to(VECTORS_DIR)))
 def test_vector_file_matches_schema(path: Path) -> None:
     if not SCHEMA.exists():
         pytest.skip(f"{SCHEMA} not in the repository yet")
