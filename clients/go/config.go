@@ -217,6 +217,10 @@ func (c *Config) validateNodes() error {
 	if err := distinctNodes(c.Nodes); err != nil {
 		return &ConfigError{Rule: "nodes", Why: err.Error()}
 	}
+	// Q9: every node needs an identity for the membership id.
+	if _, err := MembershipID(c.Nodes); err != nil {
+		return &ConfigError{Rule: "nodes", Why: "no membership identity: " + err.Error()}
+	}
 	return nil
 }
 
