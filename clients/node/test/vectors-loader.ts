@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import * as d from "../src/decide.js";
+import { membershipIdOf, nodeIdentity } from "../src/quorum.js";
 import { clientDir } from "./support.js";
 
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
@@ -244,6 +245,13 @@ export function actual(file: VectorFile, c: VectorCase): Obj {
       }
       return { reign: d.nextReign(num(input["reign"], "reign"), event as d.ReignEvent) };
     }
+    case "membership_id": {
+      const nodes = input["nodes"];
+      if (!Array.isArray(nodes)) throw new Error("nodes: expected an array");
+      const urls = nodes.map((u, i) => str(u, `nodes[${i}]`));
+      const ids = urls.map(nodeIdentity).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+      return { identities: ids, membership_id: membershipIdOf(urls) };
+    }
   }
   throw new Error(`unknown decision ${JSON.stringify(file.decision)}`);
 }
@@ -261,6 +269,13 @@ export function compare(where: string, expect: Json, got: Json | undefined, key:
       if (!(k in expect)) assert.fail(`${where}: produced key "${k}" missing from expect`);
     }
     for (const [k, v] of Object.entries(expect)) compare(where, v, got[k], k);
+    return;
+  }
+  if (Array.isArray(expect)) {
+    if (!Array.isArray(got) || got.length !== expect.length) {
+      assert.fail(`${where}: ${key}: expected ${JSON.stringify(expect)}, got ${JSON.stringify(got)}`);
+    }
+    expect.forEach((v, i) => compare(where, v, got[i], key));
     return;
   }
   if (key.endsWith("_us") && typeof expect === "number") {

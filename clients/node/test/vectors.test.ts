@@ -8,9 +8,14 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkFile, vectorsDir, type VectorFile } from "./vectors-loader.js";
 
-const files = readdirSync(vectorsDir)
-  .filter((f) => f.endsWith(".json") && f !== "schema.json")
-  .sort();
+// Quorum mode's top-level vectors (quorum_*.json) are ported by qports (its loader part);
+// skipped here by name until then.
+const NOT_YET = new Set(["quorum_after_acquire.json", "quorum_after_renew.json", "quorum_identity.json", "quorum_quarantine.json", "quorum_wait.json"]);
+// quorum/: quorum mode's vectors (the membership id, Q9), named by their path under vectors/.
+const files = [
+  ...readdirSync(vectorsDir).filter((f) => f.endsWith(".json") && f !== "schema.json" && !NOT_YET.has(f)),
+  ...readdirSync(join(vectorsDir, "quorum")).filter((f) => f.endsWith(".json")).map((f) => `quorum/${f}`),
+].sort();
 
 test("the vector folder is not empty", () => {
   assert.ok(files.length > 0, `no vector files in ${vectorsDir}`);
