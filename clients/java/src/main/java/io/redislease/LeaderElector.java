@@ -230,6 +230,22 @@ public final class LeaderElector implements AutoCloseable {
         }
     }
 
+    /**
+     * The membership id of a quorum node list as the wire spells it (16 hex digits, protocol
+     * Q9): every quorum elector sends it with each ACQUIRE, RENEW and RAISE, and it is what an
+     * operator passes to {@code LEASE.MEMBERSHIP key old new} when the node set changes
+     * (docs/quorum.md §4.1). The order of the list does not matter; the spelling of each
+     * address does ({@code localhost} and {@code 127.0.0.1} differ).
+     */
+    public static String membershipId(List<RedisURI> nodes) {
+        return QuorumTransport.membershipId(nodes);
+    }
+
+    /** Quorum mode's transport, null with one primary (tests in this package only). */
+    QuorumTransport quorumTransport() {
+        return quorum;
+    }
+
     /** True while this instance leads and its stop point is ahead (reads the clock). */
     public boolean isLeader() {
         LeaderContext c = current;
