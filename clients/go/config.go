@@ -70,6 +70,12 @@ type Config struct {
 	// default lease.max-ttl): the server now behind that address has none of the reign's
 	// state (protocol Q7).
 	NodeQuarantine time.Duration
+	// MembershipID (quorum mode): the membership id to send (16 lower-case hex digits,
+	// protocol Q9) instead of the one computed from Nodes' addresses. For electors that reach
+	// the same servers under different addresses (proxies, NAT, a test harness): each would
+	// compute its own id and the first to bind a key would shut the others out. Every elector
+	// of one membership must then set the same id.
+	MembershipID string
 	// Key is the lease key.
 	Key string
 	// TTL is the lease's time to live on the server, sent in whole milliseconds (floored).
@@ -151,6 +157,9 @@ func (c *Config) Validate() error {
 	if err := c.validateNodes(); err != nil {
 		return err
 	}
+	if c.MembershipID != "" && !validMembershipHex(c.MembershipID) {
+		return &ConfigError{Rule: "membership_id", Why: "MembershipID must be 16 lower-case hex digits, not all zero"}
+	}
 	if c.Client == nil && len(c.Nodes) == 0 {
 		return &ConfigError{Rule: "client", Why: "Client is nil"}
 	}
@@ -217,6 +226,10 @@ func (c *Config) validateNodes() error {
 	if err := distinctNodes(c.Nodes); err != nil {
 		return &ConfigError{Rule: "nodes", Why: err.Error()}
 	}
+	// Q9: every node needs an identity for the membership id.
+	if _, err := MembershipID(c.Nodes); err != nil {
+		return &ConfigError{Rule: "nodes", Why: "no membership identity: " + err.Error()}
+	}
 	return nil
 }
 
@@ -252,4 +265,17 @@ type TaskPanicError struct{ Value any }
 
 func (e *TaskPanicError) Error() string {
 	return fmt.Sprintf("lease: OnStartedLeading panicked: %v", e.Value)
+}
+
+// validMembershipHex: 16 lower-case hex digits, not all zero (the module refuses 0).
+func validMembershipHex(s string) bool {
+	if len(s) != 16 || s == "0000000000000000" {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -236,6 +236,7 @@ const (
 	KindNoReplicas ErrorKind = "noreplicas" // NOREPLICAS: min-replicas-to-write refused the write
 	KindLoading    ErrorKind = "loading"    // LOADING: the server is loading its dataset
 	KindFenced     ErrorKind = "fenced"     // FENCED: a stale token
+	KindMembership ErrorKind = "membership" // MEMBERSHIP (quorum mode, Q9): the node's key is bound to another node list; a refusal, not an error
 	KindRejected   ErrorKind = "rejected"   // ERR / WRONGTYPE: our request is wrong; retrying does not help
 	KindServer     ErrorKind = "server"     // any other error code (MASTERDOWN, BUSY, NOPERM, ...)
 	KindProtocol   ErrorKind = "protocol"   // a reply of an unexpected shape
@@ -270,6 +271,8 @@ func classifyErrorLine(line string) (kind ErrorKind, grace time.Duration) {
 		return KindLoading, 0
 	case "FENCED":
 		return KindFenced, 0
+	case "MEMBERSHIP":
+		return KindMembership, 0
 	case "ERR", "WRONGTYPE":
 		return KindRejected, 0
 	}

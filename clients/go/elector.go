@@ -100,7 +100,12 @@ func NewElector(cfg Config) (*Elector, error) {
 		if q == 0 {
 			q = DefaultNodeQuarantine
 		}
-		tr = newQuorumTransport(cfg.Nodes, cfg.Key, p, q, quorumCorrect)
+		qt := newQuorumTransport(cfg.Nodes, cfg.Key, p, q, quorumCorrect)
+		qt.log = log.With("key", cfg.Key, "owner", cfg.Owner)
+		if cfg.MembershipID != "" {
+			qt.membership = cfg.MembershipID
+		}
+		tr = qt
 	}
 	return &Elector{
 		cfg:     cfg,

@@ -28,11 +28,13 @@ package lease
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,6 +80,16 @@ type quorumTransport struct {
 	opTimeout time.Duration
 	// renewInterval: the longest wait on the wait node (Q10).
 	renewInterval time.Duration
+
+	// membership is MEMBERSHIP <id> of the node list, sent with every ACQUIRE, RENEW and
+	// RAISE (Q9); "" only in the negative control. Why (issue 32): electors with different
+	// node lists (a node replacement half done) can find disjoint majorities; binding each
+	// key to one list's id keeps them apart.
+	membership string
+	// membershipReported: the last round's membership refusal was logged (once per change;
+	// only the loop's goroutine runs acquire).
+	membershipReported bool
+	log                *slog.Logger
 }
 
 // newQuorumTransport: the nodes were validated by Config.Validate (at least 2, distinct).
@@ -102,6 +114,9 @@ func newQuorumTransport(nodes []*redis.Client, key string, p params, q time.Dura
 		names[i] = nodeURL(c.Options())
 	}
 	t.waitNode = waitNode(names)
+	// Config.Validate checked that every node has an identity.
+	t.membership, _ = membershipOf(t.opts)
+	t.log = slog.Default()
 	return t
 }
 
@@ -117,6 +132,68 @@ func nodeURL(o *redis.Options) string {
 		scheme = "rediss"
 	}
 	return fmt.Sprintf("%s://%s/%d", scheme, o.Addr, o.DB)
+}
+
+// withMembership appends MEMBERSHIP <id> (Q9) to an ACQUIRE, RENEW or RAISE.
+func (t *quorumTransport) withMembership(args ...any) []any {
+	if t.membership == "" {
+		return args
+	}
+	return append(args, "MEMBERSHIP", t.membership)
+}
+
+// reportMembership logs a round lost to membership refusals once, until a round ends
+// otherwise: only an operator can fix it, and the loop polls every 50..100 ms.
+func (t *quorumTransport) reportMembership(refused bool) {
+	if refused && !t.membershipReported {
+		t.log.Error("quorum: nodes refuse this elector's node list (their lease key is bound to another membership); electors use different node lists? see docs/quorum.md 4.1",
+			"membership", t.membership, "reason", "membership_mismatch")
+	}
+	t.membershipReported = refused
+}
+
+// nodeIdentity is a node's identity in the membership id (Q9), from its options.
+func nodeIdentity(o *redis.Options) (string, error) {
+	if o.Network == "unix" {
+		return unixIdentity(o.Addr), nil
+	}
+	host, port, err := net.SplitHostPort(o.Addr)
+	if err != nil {
+		return "", fmt.Errorf("node address %q: %v", o.Addr, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p <= 0 || p > 65535 {
+		return "", fmt.Errorf("node address %q: bad port", o.Addr)
+	}
+	if host == "" {
+		host = "localhost" // go-redis dials ":6379" as the local host
+	}
+	return tcpIdentity(host, p), nil
+}
+
+func membershipOf(opts []*redis.Options) (string, error) {
+	ids := make([]string, len(opts))
+	for i, o := range opts {
+		id, err := nodeIdentity(o)
+		if err != nil {
+			return "", err
+		}
+		ids[i] = id
+	}
+	return membershipHex(membershipID(ids)), nil
+}
+
+// MembershipID is the membership id of a quorum node list as the wire spells it (16 hex
+// digits, protocol Q9): every quorum elector sends it with each ACQUIRE, RENEW and RAISE,
+// and it is what an operator passes to LEASE.MEMBERSHIP key old new when the node set
+// changes (docs/quorum.md §4.1). The order of the list does not matter; the spelling of each
+// address does (localhost and 127.0.0.1 differ).
+func MembershipID(nodes []*redis.Client) (string, error) {
+	opts := make([]*redis.Options, len(nodes))
+	for i, c := range nodes {
+		opts[i] = c.Options()
+	}
+	return membershipOf(opts)
 }
 
 // open makes the elector's own client for every node (see the file comment).
@@ -399,7 +476,7 @@ func (t *quorumTransport) acquireRound(ctx context.Context, owner string) (acqui
 	replies := quorumRound(ctx, t, t.all(), func(c context.Context, cl *redis.Client, _ int) (int64, *cmdError) {
 		// Never BLOCK (Q2): no single node knows when a majority frees up; a refused
 		// follower waits on one node instead (Q10, acquire).
-		r := parseToken(cl.Do(c, "LEASE.ACQUIRE", t.key, owner, t.ttlMillis).Result())
+		r := parseToken(cl.Do(c, t.withMembership("LEASE.ACQUIRE", t.key, owner, t.ttlMillis)...).Result())
 		return r.Token, r.Err
 	}, func(r []nodeReply[int64]) bool {
 		// Decided early only when a majority can no longer grant. Otherwise every node gets
@@ -418,7 +495,7 @@ func (t *quorumTransport) acquireRound(ctx context.Context, owner string) (acqui
 	switch d.Kind {
 	case acqRaise:
 		confirmed := quorumRound(ctx, t, d.Nodes, func(c context.Context, cl *redis.Client, i int) (bool, *cmdError) {
-			v, err := cl.Do(c, "LEASE.RAISE", t.key, owner, replies[i].Value, d.Target).Result()
+			v, err := cl.Do(c, t.withMembership("LEASE.RAISE", t.key, owner, replies[i].Value, d.Target)...).Result()
 			return parse01("LEASE.RAISE", v, err)
 		}, nil)
 		if raiseConfirmed(t.control, confirmed, n) {
@@ -461,11 +538,13 @@ func (t *quorumTransport) acquireRound(ctx context.Context, owner string) (acqui
 		t.retire()
 		_, _ = t.releaseOn(ctx, owner, d.Release)
 	}
+	t.reportMembership(d.Mismatch)
 	if d.Err != nil {
 		return acquireResult{Acked: -1, Err: &cmdError{Kind: d.Err.Kind, Grace: d.Err.Grace,
 			Msg: fmt.Sprintf("quorum: fewer than %d of %d nodes could grant (%s)", need, n, d.Err.Msg)}}, nil
 	}
-	if len(d.Release) > 0 {
+	// A membership mismatch (Q9) is no refusal Q10 could wait out.
+	if len(d.Release) > 0 || d.Mismatch {
 		return acquireResult{Acked: -1}, nil
 	}
 	return acquireResult{Acked: -1}, replies
@@ -511,17 +590,15 @@ func (t *quorumTransport) renew(ctx context.Context, owner string, _ params, tok
 		if tok == 0 {
 			tok = token
 		}
-		v, err := cl.Do(c, "LEASE.RENEW", t.key, owner, tok, t.ttlMillis).Result()
+		v, err := cl.Do(c, t.withMembership("LEASE.RENEW", t.key, owner, tok, t.ttlMillis)...).Result()
 		return parse01("LEASE.RENEW", v, err)
 	}, func(r []nodeReply[bool]) bool {
 		ones, zeros := 0, 0
 		for _, x := range r {
-			if x.ok() {
-				if x.Value {
-					ones++
-				} else {
-					zeros++
-				}
+			if x.ok() && x.Value {
+				ones++
+			} else if renewRefused(x) {
+				zeros++
 			}
 		}
 		return ones >= need || zeros > n-need
@@ -530,6 +607,14 @@ func (t *quorumTransport) renew(ctx context.Context, owner string, _ params, tok
 	case renewQuorumRenewed:
 		return renewResult{Renewed: true, Acked: -1}
 	case renewQuorumLost:
+		for _, r := range replies {
+			if r.Replied && isMembership(r.Err) {
+				// The operator rebound nodes to another list (docs/quorum.md §4.1): this
+				// reign ends here, by design.
+				t.log.Warn("quorum: renewal refused: nodes are bound to another membership now", "reason", "membership_mismatch")
+				break
+			}
+		}
 		// Stepping down. The nodes that still said 1 are NOT released here: our task has not
 		// stopped yet, and such a node can complete another elector's majority with nodes
 		// that said 0 (one wiped, one holding that elector's partial grant): a successor
@@ -708,11 +793,12 @@ func distinctNodes(nodes []*redis.Client) error {
 
 // raiseRefusal is the first server error (not a connection failure or timeout: those are
 // faults of the moment, and an unanswered node is not an error report) among the RAISE
-// replies of nodes, with the node named; nil when there is none.
+// replies of nodes, with the node named; nil when there is none. A MEMBERSHIP refusal is no
+// fault either: it counts as no confirmation (Q9).
 func raiseRefusal(confirmed []nodeReply[bool], nodes []int) *cmdError {
 	for _, i := range nodes {
 		r := confirmed[i]
-		if r.Replied && r.Err != nil && r.Err.Kind != KindConnection && r.Err.Kind != KindTimeout {
+		if r.Replied && r.Err != nil && r.Err.Kind != KindConnection && r.Err.Kind != KindTimeout && !isMembership(r.Err) {
 			return &cmdError{Kind: r.Err.Kind, Msg: fmt.Sprintf("quorum: node %d refused LEASE.RAISE: %s", i+1, r.Err.Msg)}
 		}
 	}

@@ -7,7 +7,13 @@ package lease
 // decide.go, because the quorum transport sits under the same election loop.
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
 	"math"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -94,6 +100,38 @@ func quarantine(ttl, configured time.Duration, drift float64) time.Duration {
 	return d
 }
 
+// tcpIdentity is a TCP node's identity in the membership id (Q9,
+// conformance/vectors/quorum/membership_id.json): tcp:<host>:<port>, the host in lower case,
+// an IPv6 address without its brackets, a trailing dot removed. The scheme (TLS or not),
+// credentials, db number and query are left out: they do not change which server it is.
+func tcpIdentity(host string, port int) string {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	host = strings.TrimSuffix(host, ".")
+	return "tcp:" + strings.ToLower(host) + ":" + strconv.Itoa(port)
+}
+
+// unixIdentity is a unix socket node's identity (Q9): unix:<path>, the path as written.
+func unixIdentity(path string) string { return "unix:" + path }
+
+// membershipID is the membership id of a node list (Q9): SHA-256 of the identities sorted by
+// their bytes and joined by "\n", the first 8 bytes read big endian; 0 (never seen) becomes 1,
+// because the module reserves 0 for "bound to nothing". Sorted, so the list's order does not
+// matter; every identity counts, so any change of the set changes the id: electors with
+// different node lists (a node replacement half done) are refused by each other's nodes
+// instead of forming disjoint majorities (issue 32).
+func membershipID(identities []string) uint64 {
+	ids := append([]string(nil), identities...)
+	sort.Strings(ids) // Go compares strings by their bytes
+	sum := sha256.Sum256([]byte(strings.Join(ids, "\n")))
+	return max(binary.BigEndian.Uint64(sum[:8]), 1)
+}
+
+// membershipHex is a membership id as the wire spells it: 16 lower-case hex digits.
+func membershipHex(id uint64) string { return fmt.Sprintf("%016x", id) }
+
+// isMembership: a node's MEMBERSHIP refusal (Q9): its key is bound to another node list.
+func isMembership(e *cmdError) bool { return e != nil && e.Kind == KindMembership }
+
 // nodeReply is one node's reply in a round. Replied false = no reply before the round's
 // limit (the node may or may not have run the command); otherwise Err or Value.
 type nodeReply[T any] struct {
@@ -132,6 +170,11 @@ type afterAcquire struct {
 	PerNode []int64
 	Release []nodeToken
 	Err     *cmdError // acqAbort: nil = not granted (poll again), else back off (R12)
+	// Mismatch (acqAbort, Err nil): not granted, and at least one node refused because its
+	// key is bound to another membership (Q9): to the loop "not granted" (polling again is
+	// harmless, the other list's reign may end), but reported (membership_mismatch), because
+	// only an operator can resolve it (docs/quorum.md §4.1).
+	Mismatch bool
 }
 
 // decideAfterAcquire is step 1 of a campaign round: replies[i] is node i's LEASE.ACQUIRE
@@ -167,12 +210,17 @@ func decideAfterAcquire(c quorumControl, replies []nodeReply[int64], pick int) a
 		}
 		return afterAcquire{Kind: acqRaise, Target: target, Nodes: nodes}
 	}
-	refused, silent := 0, 0
+	refused, silent, mismatch := 0, 0, 0
 	var failed []*cmdError
 	for _, r := range replies {
 		switch {
 		case !r.Replied:
 			silent++
+		case isMembership(r.Err):
+			// A refusal like "held by someone else", not an error (Q9): that node will
+			// not grant us, whatever we retry.
+			refused++
+			mismatch++
 		case r.Err != nil:
 			failed = append(failed, r.Err)
 		case r.Value <= 0:
@@ -184,6 +232,7 @@ func decideAfterAcquire(c quorumControl, replies []nodeReply[int64], pick int) a
 	// "held by someone else", polling again soon is right; if a majority was out of reach
 	// because of errors and silence, backing off is (and GRACE tells the loop how long).
 	if refused+need > n || len(failed)+silent <= n-need {
+		out.Mismatch = mismatch > 0
 		return out
 	}
 	for _, e := range failed {
@@ -227,18 +276,22 @@ const (
 	renewQuorumUnknown
 )
 
-// decideAfterRenew decides a renewal round (Q5).
+// renewRefused: a renewal reply that means "this node does not renew us": 0, or (Q9) a
+// refusal because the node's key is now bound to another membership (the operator moved it).
+func renewRefused(r nodeReply[bool]) bool {
+	return (r.ok() && !r.Value) || (r.Replied && isMembership(r.Err))
+}
+
+// decideAfterRenew decides a renewal round (Q5; a MEMBERSHIP refusal counts as a 0, Q9).
 func decideAfterRenew(c quorumControl, replies []nodeReply[bool]) afterRenewKind {
 	n := len(replies)
 	need := c.need(n)
 	ones, zeros := 0, 0
 	for _, r := range replies {
-		if r.ok() {
-			if r.Value {
-				ones++
-			} else {
-				zeros++
-			}
+		if r.ok() && r.Value {
+			ones++
+		} else if renewRefused(r) {
+			zeros++
 		}
 	}
 	switch {

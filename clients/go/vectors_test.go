@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 const vectorsDir = "../../conformance/vectors"
@@ -57,10 +59,16 @@ func TestVectors(t *testing.T) { runVectors(t, vectorsDir) }
 
 func runVectors(t vt, dir string) {
 	t.Helper()
-	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	found, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
+	// quorum/: quorum mode's vectors (the membership id, Q9).
+	sub, err := filepath.Glob(filepath.Join(dir, "quorum", "*.json"))
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	paths := append(found, sub...)
 	if len(paths) == 0 {
 		t.Fatalf("no vector files in %s (run from clients/go; the files are never copied)", dir)
 	}
@@ -233,7 +241,7 @@ func parseError(t vt, where string, m map[string]any) *cmdError {
 	e := &cmdError{Kind: ErrorKind(kind), Msg: "vector"}
 	switch e.Kind {
 	case KindConnection, KindTimeout, KindGrace, KindReadOnly, KindNoReplicas, KindLoading,
-		KindFenced, KindRejected, KindServer, KindProtocol:
+		KindFenced, KindMembership, KindRejected, KindServer, KindProtocol:
 	default:
 		t.Fatalf("%s: unknown error kind %q", where, kind)
 	}
@@ -319,6 +327,37 @@ var deciders = map[string]decider{
 			"cap_us":   usRound(backoffCap(p, uint32(a))),
 			"delay_us": usRound(backoff(p, uint32(a), u)),
 		}
+	},
+	"membership_id": func(t vt, where string, _ params, in *input) map[string]any {
+		var urls []string
+		if err := json.Unmarshal(in.raw("nodes"), &urls); err != nil {
+			t.Fatalf("%s: input nodes: %v", where, err)
+		}
+		// Through go-redis's URL parsing, as an application's clients are made.
+		var opts []*redis.Options
+		var ids []string
+		for _, u := range urls {
+			o, err := redis.ParseURL(u)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", where, u, err)
+			}
+			id, err := nodeIdentity(o)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", where, u, err)
+			}
+			opts = append(opts, o)
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		m, err := membershipOf(opts)
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		list := make([]any, len(ids))
+		for i, id := range ids {
+			list[i] = id
+		}
+		return map[string]any{"identities": list, "membership_id": m}
 	},
 	"classify_error": func(t vt, where string, _ params, in *input) map[string]any {
 		var kind ErrorKind
@@ -508,6 +547,9 @@ func init() {
 				partial[i] = []any{int64(r.Node), r.Token}
 			}
 			out := map[string]any{"action": "abort", "partial": partial, "outcome": "not_granted", "error_kind": nil, "grace_us": nil}
+			if a.Mismatch {
+				out["outcome"] = "membership_mismatch"
+			}
 			if a.Err != nil {
 				out["outcome"], out["error_kind"] = "error", string(a.Err.Kind)
 				if a.Err.Kind == KindGrace {

@@ -54,6 +54,8 @@ export const ErrorKind = {
   NoReplicas: "noreplicas",
   Loading: "loading",
   Fenced: "fenced",
+  /** Quorum mode only (protocol Q9): that node's key is bound to another node list; a refusal of that node. */
+  Membership: "membership",
   Rejected: "rejected",
   Server: "server",
   Protocol: "protocol",
@@ -322,6 +324,8 @@ export function classifyServerError(line: string): Failure {
       return { kind: "loading", graceUs: null };
     case "FENCED":
       return { kind: "fenced", graceUs: null };
+    case "MEMBERSHIP":
+      return { kind: "membership", graceUs: null };
     case "ERR":
     case "WRONGTYPE":
       // Our request is wrong: retrying does not help (the loop retries slowly and logs it).

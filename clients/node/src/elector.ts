@@ -37,6 +37,13 @@ export interface ElectorOptions {
    * the drift bound).
    */
   nodeQuarantineMs?: number;
+  /**
+   * Quorum mode: the membership id to send (protocol Q9, 16 lower-case hex digits) instead of
+   * the one computed from the node addresses. For electors that reach the same servers under
+   * different addresses (proxies, NAT, a test harness): each would compute its own id and the
+   * first to bind a key would shut the others out. Every elector of one membership sets the same.
+   */
+  membershipId?: string;
   /** The lease key. */
   key: string;
   /** Lease TTL (server-side expiry), whole ms. */
@@ -150,7 +157,7 @@ export function defaultOwner(): string {
 }
 
 /** The decision configuration from ElectorOptions (ms -> µs, defaults from the TTL). */
-export function decisionConfig(o: Omit<ElectorOptions, "redis" | "key" | "nodeQuarantineMs">): DecisionConfig {
+export function decisionConfig(o: Omit<ElectorOptions, "redis" | "key" | "nodeQuarantineMs" | "membershipId">): DecisionConfig {
   const cfg = decide.configDefaults(o.ttlMs);
   const us = (ms: number | undefined, dflt: number): number => (ms === undefined ? dflt : Math.round(ms * 1000));
   return {
@@ -356,6 +363,13 @@ export class Elector extends EventEmitter {
       specs.length > 1
         ? new Quorum(specs, this.config, options.nodeQuarantineMs ?? DEFAULT_NODE_QUARANTINE_MS, this.log)
         : null;
+    if (this.quorum !== null && options.membershipId !== undefined) {
+      const m = options.membershipId;
+      if (!/^[0-9a-f]{16}$/.test(m) || /^0+$/.test(m)) {
+        throw new RangeError("invalid configuration: membershipId: expected 16 lower-case hex digits, not all zero");
+      }
+      this.quorum.membership = m;
+    }
     // In quorum mode the single-node links below are never used (they connect lazily).
     const factory = connectionFactory(first, Math.max(100, this.config.opTimeoutUs / 1000));
     this.blockLink = new Link(factory, this.log, "block");

@@ -21,4 +21,5 @@ export { resignOnSignals, type Resignable } from "./signals.js";
 export { fence, FencedError, type CommandArg } from "./fence.js";
 export { consoleLogger, jsonLogger, type Logger, type LogFields, type LogLevel } from "./log.js";
 export { noMetrics, type MetricsSink } from "./metrics.js";
+export { membershipIdOf } from "./quorum.js";
 export { SAFE_REDIS_OPTIONS, ProtocolError, parseToken, type ConnectionSpec, type LeaseInfo, type RedisConnection } from "./transport.js";

@@ -50,8 +50,10 @@ function toReply<T>(o: Outcome<T> | null): q.NodeReply<T> {
 }
 
 /** LEASE.RAISE key owner token target: 1 = our lease now carries `target`, 0 = not held. */
-async function raiseLease(c: RedisConnection, key: string, owner: string, token: number, target: number): Promise<boolean> {
-  const cmd = t.routed(key, "LEASE.RAISE", [key, owner, token, target]);
+async function raiseLease(c: RedisConnection, key: string, owner: string, token: number, target: number, membership: string | null): Promise<boolean> {
+  const args: Array<string | number> = [key, owner, token, target];
+  if (membership !== null) args.push("MEMBERSHIP", membership); // Q9
+  const cmd = t.routed(key, "LEASE.RAISE", args);
   c.sendCommand(cmd);
   const n = t.parseInteger(await cmd.promise, "LEASE.RAISE");
   if (n === 1) return true;
@@ -122,6 +124,25 @@ export function nodeUrl(spec: ConnectionSpec): string {
   return `${o.tls === undefined ? "redis" : "rediss"}://${o.host ?? "localhost"}:${o.port ?? 6379}/${o.db ?? 0}`;
 }
 
+// ---- the membership id (Q9) ----
+
+/** A node's identity in the membership id (quorumDecide.tcpIdentity, Q9): from a URL or ioredis options. */
+export function nodeIdentity(spec: ConnectionSpec): string {
+  const a = specAddress(spec);
+  if (a === null) throw new RangeError("quorum: a Sentinel node has no membership identity (Q9): give each node's host and port or URL");
+  return "path" in a ? q.unixIdentity(a.path) : q.tcpIdentity(a.host, a.port);
+}
+
+/**
+ * The membership id of a node list as the wire spells it (16 hex digits, Q9): every quorum
+ * elector sends it with each ACQUIRE, RENEW and RAISE, and it is what an operator passes to
+ * `LEASE.MEMBERSHIP key old new` when the node set changes (docs/quorum.md §4.1). The order of
+ * the list does not matter; the spelling of each address does (localhost and 127.0.0.1 differ).
+ */
+export function membershipIdOf(nodes: ReadonlyArray<ConnectionSpec>): string {
+  return q.membershipId(nodes.map(nodeIdentity));
+}
+
 /** Q6: why the node list names one server twice under any spelling, or null. */
 export async function duplicateProblem(nodes: ConnectionSpec[]): Promise<string | null> {
   const addrs = await Promise.all(nodes.map(serverAddresses));
@@ -167,6 +188,15 @@ export class Quorum {
    * that round ran after a wait (see takeRoundStart).
    */
   private roundStart: number | null = null;
+  /**
+   * `MEMBERSHIP <id>` of the node list, sent with every ACQUIRE, RENEW and RAISE (Q9). Why
+   * (issue 32): electors with different node lists (a node replacement half done) can find
+   * disjoint majorities; binding each key to one list's id keeps them apart. Null only in the
+   * negative control of the tests.
+   */
+  membership: string | null;
+  /** The last round's refusal for membership was reported (logged once per change). */
+  private membershipReported = false;
 
   constructor(
     readonly nodes: ConnectionSpec[],
@@ -182,6 +212,7 @@ export class Quorum {
     }
     if (!(nodeQuarantineMs >= 0) || !Number.isFinite(nodeQuarantineMs)) throw new RangeError("quorum: nodeQuarantineMs must be >= 0");
     for (const s of nodes) specAddress(s); // refuses unsupported specs now
+    this.membership = membershipIdOf(nodes);
     this.n = nodes.length;
     this.control = control;
     this.stepUs = Math.max(Math.floor(cfg.opTimeoutUs / 2), 1000);
@@ -294,6 +325,20 @@ export class Quorum {
       });
       if (pending === 0 || done(out)) finish();
     });
+  }
+
+  /**
+   * Logs a round lost to membership refusals once, until a round ends otherwise: only an
+   * operator can fix it, and the loop polls every 50..100 ms.
+   */
+  private reportMembership(refused: boolean): void {
+    if (refused && !this.membershipReported) {
+      this.log.error(
+        "quorum: nodes refuse this elector's node list (their lease key is bound to another membership); electors use different node lists? see docs/quorum.md 4.1",
+        { membership: this.membership, reason: "membership_mismatch" },
+      );
+    }
+    this.membershipReported = refused;
   }
 
   private until(loopUntilUs: number): number {
@@ -420,7 +465,7 @@ export class Quorum {
     const decided = (r: q.AcquireReply[]): boolean => r.filter((x) => x !== null && typeof x !== "number").length > n - m;
     const replies = await this.round<number | "refused">(
       this.links,
-      this.nodes.map(() => async (c: RedisConnection) => (await t.acquire(c, key, owner, ttlMs, null, null)).token ?? "refused"),
+      this.nodes.map(() => async (c: RedisConnection) => (await t.acquire(c, key, owner, ttlMs, null, null, this.membership)).token ?? "refused"),
       this.until(loopUntilUs),
       signal,
       decided,
@@ -433,7 +478,7 @@ export class Quorum {
         if (typeof r === "number") granted.set(i, r);
       });
       const cmds: Array<Cmd<boolean>> = this.nodes.map(() => null);
-      for (const i of a.nodes) cmds[i] = (c) => raiseLease(c, key, owner, granted.get(i) ?? 0, a.target);
+      for (const i of a.nodes) cmds[i] = (c) => raiseLease(c, key, owner, granted.get(i) ?? 0, a.target, this.membership);
       const rr = await this.round(this.links, cmds, this.until(loopUntilUs), signal);
       if (rr === ABORTED) {
         // The loop releases whatever we may hold (releaseStray), with the tokens GET reports.
@@ -451,10 +496,11 @@ export class Quorum {
       // Not leading either way; but a node that refused the raise with a server error
       // (NOPERM: an ACL without +lease.raise) is a fault the operator must see, not a
       // contender: report it (the loop logs, counts and backs off) instead of polling in
-      // silence forever. Unreachable nodes are faults of the moment: not reported here.
+      // silence forever. Unreachable nodes are faults of the moment: not reported here. A
+      // MEMBERSHIP refusal is no fault either: it counts as no confirmation (Q9).
       for (const i of a.nodes) {
         const r = rr[i];
-        if (q.isFail(r) && r.fail.kind !== "connection" && r.fail.kind !== "timeout") {
+        if (q.isFail(r) && r.fail.kind !== "connection" && r.fail.kind !== "timeout" && !q.isMembership(r)) {
           return { failure: r.fail, message: `quorum: node ${i + 1} refused LEASE.RAISE: ${r.message}` };
         }
       }
@@ -466,6 +512,9 @@ export class Quorum {
     }
     this.retired = this.retired || a.release.length > 0;
     await this.releaseOn(key, owner, a.release);
+    this.reportMembership(a.outcome === "membership_mismatch");
+    // A membership mismatch (Q9) is no refusal Q10 could wait out.
+    if (a.outcome === "membership_mismatch") return "nil";
     if (a.outcome === "not_granted") return a.release.length > 0 ? "nil" : { refused: replies };
     return { failure: a.outcome.fail, message: `quorum: fewer than ${m} of ${n} nodes could grant (${a.outcome.message})` };
   }
@@ -480,15 +529,20 @@ export class Quorum {
     const held = this.held.slice();
     const raw = await this.round<boolean>(
       this.links,
-      held.map((h) => (c: RedisConnection) => t.renew(c, key, owner, h ?? token, ttlMs, null).then((r) => r.renewed)),
+      held.map((h) => (c: RedisConnection) => t.renew(c, key, owner, h ?? token, ttlMs, null, this.membership).then((r) => r.renewed)),
       this.until(loopUntilUs),
       signal,
-      (r) => r.filter((x) => x === true).length >= m || r.filter((x) => x === false).length > n - m,
+      (r) => r.filter((x) => x === true).length >= m || r.filter(q.renewRefused).length > n - m,
     );
     if (raw === ABORTED) return ABORTED;
     const after = q.afterRenew(this.control, raw);
     if (after === "renewed") return true;
     if (after === "lost") {
+      if (raw.some(q.isMembership)) {
+        // The operator rebound nodes to another list (docs/quorum.md §4.1): this reign ends
+        // here, by design.
+        this.log.warn("quorum: renewal refused: nodes are bound to another membership now", { reason: "membership_mismatch" });
+      }
       // Stepping down. The nodes that still said 1 are NOT released here: our task has not
       // stopped yet, and such a node can complete another elector's majority with nodes that
       // said 0 (one wiped, one holding that elector's partial grant): a successor would reign

@@ -11,6 +11,7 @@
  * have run the command), `{ fail }` (an error reply or a broken connection), or the value
  * (ACQUIRE: the token, or "refused" for nil; RAISE/RENEW/RELEASE: true for 1, false for 0).
  */
+import { createHash } from "node:crypto";
 import type { Failure } from "./decide.js";
 
 /** A failure of one node in one round. */
@@ -102,6 +103,45 @@ export function runIdOf(info: string): string | null {
   return null;
 }
 
+// ---- the membership id (Q9) ----
+
+/**
+ * A TCP node's identity in the membership id (Q9, conformance/vectors/quorum/membership_id.json):
+ * `tcp:<host>:<port>`, the host in lower case, an IPv6 address without its brackets, a trailing
+ * dot removed. The scheme (TLS or not), credentials, db number and query are left out: they do
+ * not change which server it is.
+ */
+export function tcpIdentity(host: string, port: number): string {
+  const h = host.replace(/^\[(.*)\]$/, "$1").replace(/\.$/, "");
+  return `tcp:${h.toLowerCase()}:${port}`;
+}
+
+/** A unix socket node's identity (Q9): `unix:<path>`, the path as written. */
+export function unixIdentity(path: string): string {
+  return `unix:${path}`;
+}
+
+/**
+ * The membership id of a node list (Q9), as the wire spells it (16 lower-case hex digits):
+ * SHA-256 of the identities sorted by their bytes and joined by "\n", the first 8 bytes read
+ * big endian; 0 (never seen) becomes 1, because the module reserves 0 for "bound to nothing".
+ * Sorted, so the list's order does not matter; every identity counts, so any change of the set
+ * changes the id: electors with different node lists (a node replacement half done) are
+ * refused by each other's nodes instead of forming disjoint majorities (issue 32).
+ */
+export function membershipId(identities: ReadonlyArray<string>): string {
+  // By bytes (UTF-8), not by UTF-16 code units as the default sort would.
+  const sorted = [...identities].sort((a, b) => Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8")));
+  const digest = createHash("sha256").update(sorted.join("\n"), "utf8").digest();
+  const id = digest.readBigUInt64BE(0);
+  return (id === 0n ? 1n : id).toString(16).padStart(16, "0");
+}
+
+/** A node's MEMBERSHIP refusal (Q9): its key is bound to another node list. */
+export function isMembership(r: unknown): boolean {
+  return isFail(r) && r.fail.kind === "membership";
+}
+
 // ---- the campaign round (Q2-Q4) ----
 
 export type AfterAcquire =
@@ -114,9 +154,12 @@ export type AfterAcquire =
   | { action: "act_unified"; token: number; perNode: Array<number | null> }
   /**
    * Not enough grants: release the partial grants `release` ([node, token]), then report
-   * `outcome` to the loop: "not_granted" (a nil reply: poll again) or a failure (back off).
+   * `outcome` to the loop: "not_granted" (a nil reply: poll again), "membership_mismatch"
+   * (the same to the loop, but at least one node refused because its key is bound to another
+   * membership, Q9: reported, because only an operator can resolve it, docs/quorum.md §4.1)
+   * or a failure (back off).
    */
-  | { action: "abort"; release: Array<[number, number]>; outcome: "not_granted" | NodeFail };
+  | { action: "abort"; release: Array<[number, number]>; outcome: "not_granted" | "membership_mismatch" | NodeFail };
 
 /**
  * Step 1. `replies[i]` is node i's LEASE.ACQUIRE reply.
@@ -142,14 +185,17 @@ export function afterAcquire(control: QuorumControl, replies: ReadonlyArray<Acqu
     }
     return { action: "raise", target: Math.max(...granted.map((g) => g[1])), nodes: granted.map((g) => g[0]) };
   }
-  const refused = replies.filter((r) => r === "refused").length;
-  const failed = replies.filter(isFail);
+  // A membership refusal (Q9) is a refusal like "held by someone else", not an error: that node
+  // will not grant us, whatever we retry.
+  const wrongMembership = replies.filter(isMembership).length;
+  const refused = wrongMembership + replies.filter((r) => r === "refused").length;
+  const failed = replies.filter(isFail).filter((r) => !isMembership(r));
   const silent = replies.filter((r) => r === null).length;
   // Why an error only when refusals alone cannot explain it: if enough nodes answered "held by
   // someone else", polling again soon is right; if a majority was out of reach because of
   // errors and silence, backing off is (and GRACE tells the loop how long).
-  let outcome: "not_granted" | NodeFail;
-  if (refused + m > n || failed.length + silent <= n - m) outcome = "not_granted";
+  let outcome: "not_granted" | "membership_mismatch" | NodeFail;
+  if (refused + m > n || failed.length + silent <= n - m) outcome = wrongMembership > 0 ? "membership_mismatch" : "not_granted";
   else {
     outcome =
       failed.find((f) => f.fail.kind === "grace") ??
@@ -175,12 +221,20 @@ export function raiseConfirmed(control: QuorumControl, replies: ReadonlyArray<No
  */
 export type AfterRenew = "renewed" | "lost" | "unknown";
 
-/** Q5: M replies of 1 renew; more than N - M replies of 0 lose; else unknown. */
+/**
+ * A renewal reply that means "this node does not renew us": 0, or (Q9) a refusal because the
+ * node's key is now bound to another membership (the operator moved it).
+ */
+export function renewRefused(r: NodeReply<boolean>): boolean {
+  return r === false || isMembership(r);
+}
+
+/** Q5: M replies of 1 renew; more than N - M replies of 0 (or MEMBERSHIP refusals, Q9) lose; else unknown. */
 export function afterRenew(control: QuorumControl, replies: ReadonlyArray<NodeReply<boolean>>): AfterRenew {
   const n = replies.length;
   const m = need(control, n);
   const ones = replies.filter((r) => r === true).length;
-  const zeros = replies.filter((r) => r === false).length;
+  const zeros = replies.filter(renewRefused).length;
   if (n > 0 && ones >= m) return "renewed";
   if (zeros > n - m) return "lost";
   return "unknown";

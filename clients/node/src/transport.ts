@@ -474,9 +474,11 @@ export async function acquire(
   ttlMs: number,
   blockMs: number | null,
   w: WaitFor | null,
+  membership: string | null = null,
 ): Promise<Granted> {
   const args: Array<string | number> = [key, owner, ttlMs];
   if (blockMs !== null) args.push("BLOCK", blockMs);
+  if (membership !== null) args.push("MEMBERSHIP", membership); // quorum mode (Q9)
   const r = await writeThenWait(c, key, "LEASE.ACQUIRE", args, w, (v) => v !== null);
   const token = r.reply === null ? null : parseToken(r.reply, "LEASE.ACQUIRE");
   return { token, acked: token === null ? null : r.acked };
@@ -490,8 +492,11 @@ export async function renew(
   token: number,
   ttlMs: number,
   w: WaitFor | null,
+  membership: string | null = null,
 ): Promise<{ renewed: boolean; acked: number | null }> {
-  const r = await writeThenWait(c, key, "LEASE.RENEW", [key, owner, token, ttlMs], w, (v) => v === "1" || v === 1);
+  const args: Array<string | number> = [key, owner, token, ttlMs];
+  if (membership !== null) args.push("MEMBERSHIP", membership); // quorum mode (Q9)
+  const r = await writeThenWait(c, key, "LEASE.RENEW", args, w, (v) => v === "1" || v === 1);
   const renewed = parseBool01(r.reply, "LEASE.RENEW");
   return { renewed, acked: renewed ? r.acked : null };
 }

@@ -181,6 +181,11 @@ export class RedisServer {
     this.proc?.kill("SIGKILL");
   }
 
+  /** Send a signal (SIGSTOP freezes the server, SIGCONT resumes it). */
+  signal(sig: NodeJS.Signals): void {
+    this.proc?.kill(sig);
+  }
+
   async stop(): Promise<void> {
     const p = this.proc;
     if (p && p.exitCode === null && p.signalCode === null) {

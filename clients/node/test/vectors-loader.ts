@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import * as d from "../src/decide.js";
 import * as q from "../src/quorumDecide.js";
+import { membershipIdOf, nodeIdentity } from "../src/quorum.js";
 import { clientDir } from "./support.js";
 
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
@@ -276,11 +277,11 @@ export function actual(file: VectorFile, c: VectorCase): Obj {
         case "raise":
           return { action: "raise", target: a.target, nodes: a.nodes };
         case "abort": {
-          const failed = a.outcome === "not_granted" ? null : a.outcome.fail;
+          const failed = typeof a.outcome === "string" ? null : a.outcome.fail;
           return {
             action: "abort",
             partial: a.release.map(([n, t]) => [n, t]),
-            outcome: failed === null ? "not_granted" : "error",
+            outcome: typeof a.outcome === "string" ? a.outcome : "error",
             error_kind: failed === null ? null : failed.kind,
             grace_us: failed !== null && failed.kind === "grace" ? failed.graceUs : null,
           };
@@ -318,6 +319,13 @@ export function actual(file: VectorFile, c: VectorCase): Obj {
       const cfg = configOf(file, c);
       return { quarantine_us: q.quarantineUs(cfg.ttlMs, num(input["node_quarantine_us"], "node_quarantine_us"), cfg.drift) };
     }
+    case "membership_id": {
+      const nodes = input["nodes"];
+      if (!Array.isArray(nodes)) throw new Error("nodes: expected an array");
+      const urls = nodes.map((u, i) => str(u, `nodes[${i}]`));
+      const ids = urls.map(nodeIdentity).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+      return { identities: ids, membership_id: membershipIdOf(urls) };
+    }
   }
   throw new Error(`unknown decision ${JSON.stringify(file.decision)}`);
 }
@@ -342,6 +350,13 @@ export function compare(where: string, expect: Json, got: Json | undefined, key:
       if (!(k in expect)) assert.fail(`${where}: produced key "${k}" missing from expect`);
     }
     for (const [k, v] of Object.entries(expect)) compare(where, v, got[k], k);
+    return;
+  }
+  if (Array.isArray(expect)) {
+    if (!Array.isArray(got) || got.length !== expect.length) {
+      assert.fail(`${where}: ${key}: expected ${JSON.stringify(expect)}, got ${JSON.stringify(got)}`);
+    }
+    expect.forEach((v, i) => compare(where, v, got[i], key));
     return;
   }
   if (key.endsWith("_us") && typeof expect === "number") {

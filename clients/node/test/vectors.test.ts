@@ -8,9 +8,11 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkFile, vectorsDir, type VectorFile } from "./vectors-loader.js";
 
-const files = readdirSync(vectorsDir)
-  .filter((f) => f.endsWith(".json") && f !== "schema.json")
-  .sort();
+// quorum/: quorum mode's vectors (the membership id, Q9), named by their path under vectors/.
+const files = [
+  ...readdirSync(vectorsDir).filter((f) => f.endsWith(".json") && f !== "schema.json"),
+  ...readdirSync(join(vectorsDir, "quorum")).filter((f) => f.endsWith(".json")).map((f) => `quorum/${f}`),
+].sort();
 
 test("the vector folder is not empty", () => {
   assert.ok(files.length > 0, `no vector files in ${vectorsDir}`);

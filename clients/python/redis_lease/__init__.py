@@ -9,6 +9,7 @@
 """
 
 from ._core import Role, RoleChange, default_owner
+from ._quorum import membership_id_of
 from ._wire import Fenced, LeaseInfo
 from .decide import Config, ErrorKind, StepDownReason
 from .sync import Elector, LeaderContext
@@ -24,5 +25,6 @@ __all__ = [
     "RoleChange",
     "StepDownReason",
     "default_owner",
+    "membership_id_of",
 ]
 __version__ = "0.1.0"

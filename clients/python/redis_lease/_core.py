@@ -184,6 +184,7 @@ class Campaign:
         nodes: int = 1,
         control: qd.QuorumControl = qd.QuorumControl.CORRECT,
         wait_node: int = 0,
+        membership: Optional[str] = None,
     ) -> None:
         problem = decide.config_problem(cfg, key, owner)
         if problem is None and decide.reign_owner(owner, 1) is None:
@@ -193,7 +194,9 @@ class Campaign:
             raise ValueError(f"invalid configuration: {problem[0]}: {problem[1]}")
         # Quorum mode (protocol §9a) with several nodes: the rounds replace the single commands
         # below, every rule of the loop stays as it is.
-        self.quorum: Optional[_quorum.Quorum] = _quorum.Quorum(nodes, cfg, control, wait_node) if nodes > 1 else None
+        self.quorum: Optional[_quorum.Quorum] = (
+            _quorum.Quorum(nodes, cfg, control, wait_node, membership) if nodes > 1 else None
+        )
         self.cfg = cfg
         self.key = key
         self.base = owner

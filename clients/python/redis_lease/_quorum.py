@@ -16,6 +16,7 @@ server`` text of every new connection and :meth:`Identities.blocked` before ever
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import socket
@@ -28,6 +29,7 @@ from . import _clock, _wire
 from . import quorum_decide as qd
 from .decide import Config, ErrorKind, Failed
 
+log = logging.getLogger("redis_lease")
 
 class _NoReply:
     """A node that did not answer before the round's limit (it may or may not have run it)."""
@@ -161,6 +163,35 @@ def check_distinct(targets: Sequence[Any]) -> None:
                 )
 
 
+# -- the membership id (Q9) ----------------------------------------------------------------------
+
+
+def node_identity(target: Any) -> str:
+    """A node's identity in the membership id (``quorum_decide.tcp_identity``, Q9): from a URL,
+    or from a client's ``connection_pool`` (host and port, or the socket path)."""
+    if isinstance(target, str):
+        u = urllib.parse.urlsplit(target)
+        if u.scheme == "unix":
+            return qd.unix_identity(u.path)
+        if u.scheme in ("redis", "rediss"):
+            # urlsplit's hostname is already lower case and without the IPv6 brackets.
+            return qd.tcp_identity(u.hostname or "localhost", u.port or 6379)
+        raise ValueError(f"quorum: unsupported node URL {target!r} (redis://, rediss://, unix://)")
+    kw = getattr(getattr(target, "connection_pool", None), "connection_kwargs", None)
+    if not isinstance(kw, dict):
+        raise ValueError(f"quorum: no membership identity for the node {target!r} (give a URL)")
+    if kw.get("path") is not None:
+        return qd.unix_identity(str(kw["path"]))
+    return qd.tcp_identity(str(kw.get("host", "localhost")), int(kw.get("port", 6379)))
+
+
+def membership_id_of(targets: Sequence[Any]) -> str:
+    """The membership id of a node list as the wire spells it (16 hex digits, Q9): what an
+    operator passes to ``LEASE.MEMBERSHIP key old new`` when the node set changes
+    (docs/quorum.md §4.1)."""
+    return qd.membership_hex(qd.membership_id([node_identity(t) for t in targets]))
+
+
 # -- node identity on connect (Q6, Q7) -------------------------------------------------------
 
 
@@ -252,7 +283,12 @@ class Quorum:
     """The state of the quorum transport of one elector (see the module docs)."""
 
     def __init__(
-        self, n: int, cfg: Config, control: qd.QuorumControl = qd.QuorumControl.CORRECT, wait_node: int = 0
+        self,
+        n: int,
+        cfg: Config,
+        control: qd.QuorumControl = qd.QuorumControl.CORRECT,
+        wait_node: int = 0,
+        membership: Optional[str] = None,
     ) -> None:
         if n < 2:
             raise ValueError("quorum: needs at least 2 node URLs (3 or 5 to tolerate 1 or 2 faulty)")
@@ -279,7 +315,29 @@ class Quorum:
         # The instant before the sends of the round that produced the last acquire's result,
         # when that round started after a wait (see take_round_start).
         self.round_start: Optional[int] = None
+        # ``MEMBERSHIP <id>`` of the node list, sent with every ACQUIRE, RENEW and RAISE (Q9).
+        # Why (issue 32): electors with different node lists (a node replacement half done)
+        # can find disjoint majorities; binding each key to one list's id keeps them apart.
+        # None only in scripted tests and the negative control.
+        self.membership = membership
+        # The last round's refusal for membership was reported (logged once per change).
+        self._membership_reported = False
         self._rng = random.Random()
+
+    def _with_membership(self, cmd: _wire.Args) -> _wire.Args:
+        return cmd if self.membership is None else (*cmd, "MEMBERSHIP", self.membership)
+
+    def _report_membership(self, refused: bool) -> None:
+        """Logs a round lost to membership refusals once, until a round ends otherwise: only
+        an operator can fix it, and the loop polls every 50..100 ms."""
+        if refused and not self._membership_reported:
+            log.error(
+                "quorum: nodes refuse this elector's node list (their lease key is bound to another "
+                "membership); electors use different node lists? see docs/quorum.md 4.1 "
+                "membership=%s reason=membership_mismatch",
+                self.membership,
+            )
+        self._membership_reported = refused
 
     def _until(self, loop_until: int) -> int:
         return min(_clock.now_us() + self.step_us, loop_until)
@@ -358,14 +416,15 @@ class Quorum:
             other = sum(1 for x in r if x is not NO_REPLY and not isinstance(_acquire_reply(x), int))
             return other > n - need
 
-        raw = yield Round(tuple(_wire.acquire_cmd(key, owner, ttl_ms, None) for _ in range(n)), self._until(loop_until), decided)
+        acq = self._with_membership(_wire.acquire_cmd(key, owner, ttl_ms, None))
+        raw = yield Round(tuple(acq for _ in range(n)), self._until(loop_until), decided)
         replies = [_acquire_reply(x) for x in raw]
         a = qd.after_acquire(self.control, replies, self._rng.randrange(1 << 30))
         if isinstance(a, qd.Raise):
             granted = {i: t for i, t in enumerate(replies) if isinstance(t, int) and not isinstance(t, bool)}
             cmds: List[Optional[_wire.Args]] = [None] * n
             for i in a.nodes:
-                cmds[i] = ("LEASE.RAISE", key, owner, granted[i], a.target)
+                cmds[i] = self._with_membership(("LEASE.RAISE", key, owner, granted[i], a.target))
             rr = yield Round(tuple(cmds), self._until(loop_until), _never)
             confirmed = [_flag_reply("LEASE.RAISE", x) if cmds[i] is not None else None for i, x in enumerate(rr)]
             if qd.raise_confirmed(self.control, confirmed, n):
@@ -381,9 +440,10 @@ class Quorum:
             # (NOPERM: an ACL without +lease.raise) is a fault the operator must see, not a
             # contender: report it (the loop logs, counts and backs off) instead of polling in
             # silence forever. Unreachable nodes are faults of the moment: not reported here.
+            # A MEMBERSHIP refusal is no fault either: it counts as no confirmation (Q9).
             for i in a.nodes:
                 c = confirmed[i]
-                if isinstance(c, Failed) and not c.unreachable:
+                if isinstance(c, Failed) and not c.unreachable and not qd.is_membership(c):
                     return Failed(c.kind, f"quorum: node {i + 1} refused LEASE.RAISE: {c.message}", c.grace_us, c.code)
             return None
         if isinstance(a, qd.ActUnified):
@@ -391,6 +451,7 @@ class Quorum:
             return a.token
         self.retired = self.retired or bool(a.release)
         yield from self._release_on(key, owner, a.release)
+        self._report_membership(isinstance(a.outcome, qd.MembershipMismatch))
         if isinstance(a.outcome, Failed):
             o = a.outcome
             return Failed(o.kind, f"quorum: fewer than {need} of {n} nodes could grant ({o.message})", o.grace_us, o.code)
@@ -404,15 +465,20 @@ class Quorum:
 
         def decided(r: Sequence[Any]) -> bool:
             f = [_flag_reply("LEASE.RENEW", x) for x in r]
-            return sum(1 for x in f if x is True) >= need or sum(1 for x in f if x is False) > n - need
+            return sum(1 for x in f if x is True) >= need or sum(1 for x in f if qd.renew_refused(x)) > n - need
 
-        cmds = tuple(_wire.renew_cmd(key, owner, h if h is not None else token, ttl_ms) for h in held)
+        cmds = tuple(self._with_membership(_wire.renew_cmd(key, owner, h if h is not None else token, ttl_ms)) for h in held)
         raw = yield Round(cmds, self._until(loop_until), decided)
         replies = [_flag_reply("LEASE.RENEW", x) for x in raw]
         after = qd.after_renew(self.control, replies)
         if after is qd.AfterRenew.RENEWED:
             return 1
         if after is qd.AfterRenew.LOST:
+            if any(qd.is_membership(r) for r in replies):
+                # The operator rebound nodes to another list (docs/quorum.md §4.1): this reign
+                # ends here, by design.
+                log.warning("quorum: renewal refused: nodes are bound to another membership now "
+                            "key=%s owner=%s reason=membership_mismatch", key, owner)
             # Stepping down. The nodes that still said 1 are NOT released here: our task has
             # not stopped yet, and such a node can complete another elector's majority with
             # nodes that said 0 (one wiped, one holding that elector's partial grant): a

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import threading
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Literal, Optional, Set, TypeVar, Union
 
@@ -280,6 +281,7 @@ class Elector:
         owner: Optional[str] = None,
         metrics: Optional[Metrics] = None,
         on_change: Optional[Callable[[_core.Role], None]] = None,
+        membership_id: Optional[str] = None,
     ) -> None:
         if config is None:
             if ttl is None:
@@ -291,8 +293,16 @@ class Elector:
         targets: List[Any] = list(redis) if isinstance(redis, (list, tuple)) else [redis]
         if not targets:
             raise ValueError("no redis node given")
+        membership: Optional[str] = None
         if len(targets) > 1:
             _quorum.check_distinct(targets)  # Q6, before anything is sent
+            membership = _quorum.membership_id_of(targets)  # Q9: sent with every ACQUIRE/RENEW/RAISE
+            if membership_id is not None:
+                # An override: electors that reach the same servers under different
+                # addresses (proxies, NAT, a test harness) would each compute their own id.
+                if not re.fullmatch(r"[0-9a-f]{16}", membership_id) or int(membership_id, 16) == 0:
+                    raise ValueError("membership_id: expected 16 lower-case hex digits, not all zero")
+                membership = membership_id
         self._core = _core.Campaign(
             config,
             key,
@@ -301,6 +311,7 @@ class Elector:
             on_change,
             nodes=len(targets),
             wait_node=_quorum.wait_node_of(targets),
+            membership=membership,
         )
         connect_timeout = max(config.op_timeout_us, 100_000) / 1e6
         self._source = _Source(targets[0], key, connect_timeout)

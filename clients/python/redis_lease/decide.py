@@ -440,6 +440,9 @@ class ErrorKind(Label):
     NOREPLICAS = "noreplicas"
     LOADING = "loading"
     FENCED = "fenced"
+    # Quorum mode only (protocol Q9): that node's key is bound to another node list; a
+    # refusal of that node, not an error of the round.
+    MEMBERSHIP = "membership"
     REJECTED = "rejected"
     SERVER = "server"
     PROTOCOL = "protocol"
@@ -467,6 +470,7 @@ def classify_error_line(line: str) -> "Failed":
         "NOREPLICAS": ErrorKind.NOREPLICAS,
         "LOADING": ErrorKind.LOADING,
         "FENCED": ErrorKind.FENCED,
+        "MEMBERSHIP": ErrorKind.MEMBERSHIP,
         "ERR": ErrorKind.REJECTED,
         "WRONGTYPE": ErrorKind.REJECTED,
     }.get(code, ErrorKind.SERVER)

@@ -13,6 +13,7 @@ for nil; RAISE/RENEW/RELEASE: ``True`` for 1, ``False`` for 0).
 from __future__ import annotations
 
 import enum
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, TypeVar, Union
@@ -101,6 +102,50 @@ def run_id_of(info: str) -> Optional[str]:
     return None
 
 
+# -- the membership id (Q9) ----------------------------------------------------------------------
+
+
+def tcp_identity(host: str, port: int) -> str:
+    """A TCP node's identity in the membership id (Q9,
+    ``conformance/vectors/quorum/membership_id.json``): ``tcp:<host>:<port>``, the host in
+    lower case, an IPv6 address without its brackets, a trailing dot removed. The scheme (TLS
+    or not), credentials, db number and query are left out: they do not change which server
+    it is."""
+    h = host
+    if h.startswith("[") and h.endswith("]"):
+        h = h[1:-1]
+    if h.endswith("."):
+        h = h[:-1]
+    return f"tcp:{h.lower()}:{port}"
+
+
+def unix_identity(path: str) -> str:
+    """A unix socket node's identity (Q9): ``unix:<path>``, the path as written."""
+    return f"unix:{path}"
+
+
+def membership_id(identities: Sequence[str]) -> int:
+    """The membership id of a node list (Q9): SHA-256 of the identities sorted by their bytes
+    and joined by ``\\n``, the first 8 bytes read big endian; 0 (never seen) becomes 1, because
+    the module reserves 0 for "bound to nothing". Sorted, so the list's order does not matter;
+    every identity counts, so any change of the set changes the id: electors with different
+    node lists (a node replacement half done) are refused by each other's nodes instead of
+    forming disjoint majorities (issue 32)."""
+    joined = "\n".join(sorted(identities, key=lambda s: s.encode("utf-8")))
+    digest = hashlib.sha256(joined.encode("utf-8")).digest()
+    return max(int.from_bytes(digest[:8], "big"), 1)
+
+
+def membership_hex(mid: int) -> str:
+    """A membership id as the wire spells it: 16 lower-case hex digits."""
+    return f"{mid:016x}"
+
+
+def is_membership(r: object) -> bool:
+    """A node's ``MEMBERSHIP`` refusal (Q9): its key is bound to another node list."""
+    return isinstance(r, Failed) and r.kind == ErrorKind.MEMBERSHIP
+
+
 # -- the campaign round (Q2-Q4) ----------------------------------------------------------------
 
 
@@ -127,12 +172,21 @@ class NotGranted:
 
 
 @dataclass(frozen=True)
+class MembershipMismatch:
+    """Not granted, and at least one node refused because its key is bound to another
+    membership (Q9): to the loop a nil reply like :class:`NotGranted` (polling again is
+    harmless, the other list's reign may end), but reported (reason ``membership_mismatch``),
+    because only an operator can resolve it (docs/quorum.md §4.1)."""
+
+
+@dataclass(frozen=True)
 class Abort:
     """Not enough grants: release the partial grants ``release`` (node, token), then report
-    ``outcome`` to the election loop (:class:`NotGranted` or a :class:`Failed`)."""
+    ``outcome`` to the election loop (:class:`NotGranted`, :class:`MembershipMismatch` or a
+    :class:`Failed`)."""
 
     release: Tuple[Tuple[int, int], ...]
-    outcome: Union[NotGranted, Failed]
+    outcome: Union[NotGranted, MembershipMismatch, Failed]
 
 
 AfterAcquire = Union[Raise, ActUnified, Abort]
@@ -171,15 +225,18 @@ def after_acquire(
                 per[i] = t
             return ActUnified(granted[pick % len(granted)][1], tuple(per))
         return Raise(max(t for _, t in granted), tuple(i for i, _ in granted))
-    refused = sum(1 for r in replies if r is REFUSED)
-    failed = [r for r in replies if isinstance(r, Failed)]
+    # A membership refusal (Q9) is a refusal like "held by someone else", not an error: that
+    # node will not grant us, whatever we retry.
+    wrong_membership = sum(1 for r in replies if is_membership(r))
+    refused = wrong_membership + sum(1 for r in replies if r is REFUSED)
+    failed = [r for r in replies if isinstance(r, Failed) and not is_membership(r)]
     silent = sum(1 for r in replies if r is None)
     # Why an error only when refusals alone cannot explain it: if enough nodes answered "held
     # by someone else", polling again soon is right; if a majority was out of reach because of
     # errors and silence, backing off is (and GRACE tells the loop how long).
-    outcome: Union[NotGranted, Failed]
+    outcome: Union[NotGranted, MembershipMismatch, Failed]
     if refused + need > n or len(failed) + silent <= n - need:
-        outcome = NotGranted()
+        outcome = MembershipMismatch() if wrong_membership > 0 else NotGranted()
     else:
         grace = next((f for f in failed if f.kind == ErrorKind.GRACE), None)
         outcome = grace or (failed[0] if failed else Failed(ErrorKind.TIMEOUT, "quorum: no reply in time"))
@@ -202,12 +259,19 @@ class AfterRenew(enum.Enum):
     UNKNOWN = "unknown"
 
 
+def renew_refused(r: NodeReply[bool]) -> bool:
+    """A renewal reply that means "this node does not renew us": 0, or (Q9) a refusal because
+    the node's key is now bound to another membership (the operator moved it)."""
+    return r is False or is_membership(r)
+
+
 def after_renew(control: QuorumControl, replies: Sequence[NodeReply[bool]]) -> AfterRenew:
-    """Q5: M replies of 1 renew; more than ``N - M`` replies of 0 lose; else unknown."""
+    """Q5: M replies of 1 renew; more than ``N - M`` replies of 0 (or MEMBERSHIP refusals,
+    Q9) lose; else unknown."""
     n = len(replies)
     need = control.need(n)
     ones = sum(1 for r in replies if r is True)
-    zeros = sum(1 for r in replies if r is False)
+    zeros = sum(1 for r in replies if renew_refused(r))
     if n > 0 and ones >= need:
         return AfterRenew.RENEWED
     if zeros > n - need:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import queue
+import re
 import threading
 from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, TypeVar, Union
 
@@ -298,7 +299,9 @@ class Elector:
     more after every step-down), so a late command of an ended reign never matches a new one.
     ``metrics``: e.g. ``redis_lease.metrics.PrometheusMetrics()``. ``on_change``: called with
     a :class:`~redis_lease.Role` on every transition of this elector (from the loop's
-    thread; keep it quick).
+    thread; keep it quick). ``membership_id`` (quorum mode): the membership id to send
+    (protocol Q9, 16 hex digits) instead of the one computed from the node addresses, for
+    electors that reach the same servers under different addresses; all of them set the same.
 
     Nothing is sent before :meth:`run`; an unusable configuration raises ``ValueError`` here.
     """
@@ -313,6 +316,7 @@ class Elector:
         owner: Optional[str] = None,
         metrics: Optional[Metrics] = None,
         on_change: Optional[Callable[[_core.Role], None]] = None,
+        membership_id: Optional[str] = None,
     ) -> None:
         if config is None:
             if ttl is None:
@@ -324,8 +328,16 @@ class Elector:
         targets: List[Any] = list(redis) if isinstance(redis, (list, tuple)) else [redis]
         if not targets:
             raise ValueError("no redis node given")
+        membership: Optional[str] = None
         if len(targets) > 1:
             _quorum.check_distinct(targets)  # Q6, before anything is sent
+            membership = _quorum.membership_id_of(targets)  # Q9: sent with every ACQUIRE/RENEW/RAISE
+            if membership_id is not None:
+                # An override: electors that reach the same servers under different
+                # addresses (proxies, NAT, a test harness) would each compute their own id.
+                if not re.fullmatch(r"[0-9a-f]{16}", membership_id) or int(membership_id, 16) == 0:
+                    raise ValueError("membership_id: expected 16 lower-case hex digits, not all zero")
+                membership = membership_id
         self._core = _core.Campaign(
             config,
             key,
@@ -334,6 +346,7 @@ class Elector:
             on_change,
             nodes=len(targets),
             wait_node=_quorum.wait_node_of(targets),
+            membership=membership,
         )
         connect_timeout = max(config.op_timeout_us, 100_000) / 1e6
         self._source = _Source(targets[0], key, connect_timeout)

@@ -185,7 +185,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     # longest lease a restarted or wiped node can have lost is one TTL; that is the quarantine
     # of a node whose identity changed (protocol Q7, docs/quorum.md §4.1).
     cfg = cfg.replace(node_quarantine=a.ttl_ms / 1000)
-    elector = Elector(a.redis if len(a.redis) > 1 else a.redis[0], a.key, config=cfg, owner=owner)
+    # Quorum campaigns: the id of the real node list (our URLs name our own proxies;
+    # docs/conformance.md).
+    mid = os.environ.get("LEASE_HARNESS_MEMBERSHIP_ID") or None
+    elector = Elector(a.redis if len(a.redis) > 1 else a.redis[0], a.key, config=cfg, owner=owner, membership_id=mid)
     if a.mode == "reuse-owner":
         elector._core._reuse_owner = True  # private hook: the behaviour R17 forbids
     work = Work(a.id, a.resource, rec, a.ttl_ms / 1000.0, a.mode == "ignore-deadline")

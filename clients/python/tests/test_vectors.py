@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
 
-from redis_lease import decide
+from redis_lease import _quorum, decide
 from redis_lease import quorum_decide as qd
 from redis_lease.decide import Config
 
@@ -27,7 +27,9 @@ Json = Dict[str, Any]
 
 
 def vector_files() -> List[Path]:
-    return sorted(VECTORS_DIR.glob("*.json"))
+    # conformance/vectors/quorum/: quorum mode's vectors (the membership id, Q9).
+    files = list(VECTORS_DIR.glob("*.json")) + list((VECTORS_DIR / "quorum").glob("*.json"))
+    return sorted(files, key=lambda p: str(p.relative_to(VECTORS_DIR)))
 
 
 def config_of(defaults: Optional[Json], case: Json) -> Optional[Config]:
@@ -218,12 +220,18 @@ def run_quorum_after_acquire(cfg: Optional[Config], i: Json) -> Json:
         raise AssertionError("ActUnified is a negative control")
     o = a.outcome
     failed = o if isinstance(o, decide.Failed) else None
+    if failed is not None:
+        outcome = "error"
+    elif isinstance(o, qd.MembershipMismatch):
+        outcome = "membership_mismatch"
+    else:
+        outcome = "not_granted"
     return {
         "action": "abort",
         "partial": [[n, t] for n, t in a.release],
-        "outcome": "not_granted" if failed is None else "error",
-        "error_kind": None if failed is None else failed.kind,
-        "grace_us": failed.grace_us if failed is not None and failed.kind == decide.ErrorKinds.GRACE else None,
+        "outcome": outcome,
+        "error_kind": None if failed is None else failed.kind.value,
+        "grace_us": failed.grace_us if failed is not None and failed.kind == decide.ErrorKind.GRACE else None,
     }
 
 
@@ -254,6 +262,11 @@ def run_quorum_quarantine(cfg: Optional[Config], i: Json) -> Json:
     return {"quarantine_us": qd.quarantine_us(c.ttl_ms * 1000, i["node_quarantine_us"], c.drift)}
 
 
+def run_membership_id(cfg: Optional[Config], i: Json) -> Json:
+    ids = sorted((_quorum.node_identity(u) for u in i["nodes"]), key=lambda s: s.encode("utf-8"))
+    return {"identities": ids, "membership_id": _quorum.membership_id_of(i["nodes"])}
+
+
 RUNNERS: Dict[str, Callable[[Optional[Config], Json], Json]] = {
     "config_defaults": run_config_defaults,
     "config_validate": run_config_validate,
@@ -275,6 +288,7 @@ RUNNERS: Dict[str, Callable[[Optional[Config], Json], Json]] = {
     "quorum_wait": run_quorum_wait,
     "quorum_identity": run_quorum_identity,
     "quorum_quarantine": run_quorum_quarantine,
+    "membership_id": run_membership_id,
 }
 
 
@@ -332,14 +346,14 @@ def test_every_decision_has_a_runner_and_a_file() -> None:
     assert decisions == set(RUNNERS), f"files {sorted(decisions)} vs runners {sorted(RUNNERS)}"
 
 
-@pytest.mark.parametrize("path", vector_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", vector_files(), ids=lambda p: str(p.relative_to(VECTORS_DIR)))
 def test_vector_file(path: Path) -> None:
     n, problems = check_file(path)
     assert n > 0
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("path", vector_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", vector_files(), ids=lambda p: str(p.relative_to(VECTORS_DIR)))
 def test_vector_file_matches_schema(path: Path) -> None:
     if not SCHEMA.exists():
         pytest.skip(f"{SCHEMA} not in the repository yet")

@@ -301,6 +301,9 @@ func run() int {
 		BackoffMax: ttl,
 		Callbacks:  lease.Callbacks{OnStartedLeading: task},
 		Logger:     logger,
+		// Quorum campaigns: the id of the real node list (our URLs name our own proxies;
+		// docs/conformance.md).
+		MembershipID: os.Getenv("LEASE_HARNESS_MEMBERSHIP_ID"),
 	}
 	if len(clients) == 1 {
 		cfg.Client = clients[0]

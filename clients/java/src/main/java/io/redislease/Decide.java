@@ -304,6 +304,8 @@ final class Decide {
                 return Failure.of(ErrorKind.LOADING, msg);
             case "FENCED":
                 return Failure.of(ErrorKind.FENCED, msg);
+            case "MEMBERSHIP":
+                return Failure.of(ErrorKind.MEMBERSHIP, msg);
             case "ERR":
             case "WRONGTYPE":
                 return Failure.of(ErrorKind.REJECTED, msg);

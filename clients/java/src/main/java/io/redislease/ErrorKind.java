@@ -19,6 +19,11 @@ public enum ErrorKind {
     LOADING("loading"),
     /** {@code FENCED}: a stale token was used with LEASE.FENCE. */
     FENCED("fenced"),
+    /**
+     * {@code MEMBERSHIP} (quorum mode only, protocol Q9): that node's key is bound to another
+     * node list; a refusal of that node, not an error of the round.
+     */
+    MEMBERSHIP("membership"),
     /** {@code ERR} / {@code WRONGTYPE}: our request is wrong; retrying does not help. */
     REJECTED("rejected"),
     /** Any other server error code (MASTERDOWN, BUSY, NOPERM, ...). */

@@ -120,6 +120,9 @@ public final class LeaderElector implements AutoCloseable {
             QuorumTransport q = new QuorumTransport(b.nodes, key, timing,
                     b.nodeQuarantine != null ? b.nodeQuarantine.toNanos() : DEFAULT_NODE_QUARANTINE.toNanos(),
                     b.resources, b.settings());
+            if (b.membershipId != null) {
+                q.membershipOverride(b.membershipId);
+            }
             this.quorum = q;
             this.quorumConns = q.conns();
             // In quorum mode the single-node slots below are never used; the connector only
@@ -228,6 +231,22 @@ public final class LeaderElector implements AutoCloseable {
         } catch (ExecutionException e) {
             log.warn("elector key={} owner={}: loop ended with {}", key, owner, e.getCause().toString());
         }
+    }
+
+    /**
+     * The membership id of a quorum node list as the wire spells it (16 hex digits, protocol
+     * Q9): every quorum elector sends it with each ACQUIRE, RENEW and RAISE, and it is what an
+     * operator passes to {@code LEASE.MEMBERSHIP key old new} when the node set changes
+     * (docs/quorum.md §4.1). The order of the list does not matter; the spelling of each
+     * address does ({@code localhost} and {@code 127.0.0.1} differ).
+     */
+    public static String membershipId(List<RedisURI> nodes) {
+        return QuorumTransport.membershipId(nodes);
+    }
+
+    /** Quorum mode's transport, null with one primary (tests in this package only). */
+    QuorumTransport quorumTransport() {
+        return quorum;
     }
 
     /** True while this instance leads and its stop point is ahead (reads the clock). */
@@ -888,6 +907,7 @@ public final class LeaderElector implements AutoCloseable {
         private List<RedisURI> seeds;
         private List<RedisURI> nodes;
         private Duration nodeQuarantine;
+        private String membershipId;
         private ClientResources resources;
         private ProtocolVersion protocol;
         private ClientOptions clientOptions;
@@ -954,6 +974,21 @@ public final class LeaderElector implements AutoCloseable {
             this.nodes = new ArrayList<>(nodes);
             this.uri = null;
             this.seeds = null;
+            return this;
+        }
+
+        /**
+         * Quorum mode: the membership id to send (protocol Q9, 16 lower-case hex digits) instead
+         * of the one computed from the node URIs. For electors that reach the same servers under
+         * different addresses (proxies, NAT, a test harness): each would compute its own id and
+         * the first to bind a key would shut the others out. Every elector of one membership
+         * sets the same id.
+         */
+        public Builder membershipId(String id) {
+            if (id == null || !id.matches("[0-9a-f]{16}") || id.matches("0+")) {
+                throw new IllegalArgumentException("membershipId: expected 16 lower-case hex digits, not all zero");
+            }
+            this.membershipId = id;
             return this;
         }
 

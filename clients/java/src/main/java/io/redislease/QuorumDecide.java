@@ -1,7 +1,12 @@
 package io.redislease;
 
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 import java.util.OptionalLong;
 
 /**
@@ -22,6 +27,69 @@ final class QuorumDecide {
      */
     static int majority(int n) {
         return n / 2 + 1;
+    }
+
+    /**
+     * A TCP node's identity in the membership id (Q9,
+     * conformance/vectors/quorum/membership_id.json): {@code tcp:<host>:<port>}, the host in
+     * lower case, an IPv6 address without its brackets, a trailing dot removed. The scheme (TLS
+     * or not), credentials, db number and query are left out: they do not change which server
+     * it is.
+     */
+    static String tcpIdentity(String host, int port) {
+        String h = host;
+        if (h.startsWith("[") && h.endsWith("]")) {
+            h = h.substring(1, h.length() - 1);
+        }
+        if (h.endsWith(".")) {
+            h = h.substring(0, h.length() - 1);
+        }
+        return "tcp:" + h.toLowerCase(Locale.ROOT) + ":" + port;
+    }
+
+    /** A unix socket node's identity (Q9): {@code unix:<path>}, the path as written. */
+    static String unixIdentity(String path) {
+        return "unix:" + path;
+    }
+
+    /**
+     * The membership id of a node list (Q9) as the wire spells it, 16 lower-case hex digits:
+     * SHA-256 of the identities sorted by their bytes and joined by "\n", the first 8 bytes
+     * read big endian; 0 (never seen) becomes 1, because the module reserves 0 for "bound to
+     * nothing". Sorted, so the list's order does not matter; every identity counts, so any
+     * change of the set changes the id: electors with different node lists (a node replacement
+     * half done) are refused by each other's nodes instead of forming disjoint majorities
+     * (issue 32).
+     */
+    static String membershipId(List<String> identities) {
+        byte[][] ids = new byte[identities.size()][];
+        for (int i = 0; i < ids.length; i++) {
+            ids[i] = identities.get(i).getBytes(StandardCharsets.UTF_8);
+        }
+        Arrays.sort(ids, Arrays::compareUnsigned);
+        MessageDigest sha;
+        try {
+            sha = MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("SHA-256 is required of every Java platform", e);
+        }
+        for (int i = 0; i < ids.length; i++) {
+            if (i > 0) {
+                sha.update((byte) '\n');
+            }
+            sha.update(ids[i]);
+        }
+        byte[] d = sha.digest();
+        long id = 0;
+        for (int i = 0; i < 8; i++) {
+            id = (id << 8) | (d[i] & 0xffL);
+        }
+        return String.format("%016x", id == 0 ? 1 : id);
+    }
+
+    /** A node's MEMBERSHIP refusal (Q9): its key is bound to another node list. */
+    static boolean isMembership(Decide.Failure f) {
+        return f != null && f.kind() == ErrorKind.MEMBERSHIP;
     }
 
     /** What a node's new connection reports as its server identity means (Q6, Q7). */
@@ -111,8 +179,16 @@ final class QuorumDecide {
     /**
      * Not enough grants: release the partial grants in {@code release}, then tell the loop
      * "not granted" ({@code error} null: poll again) or the error (back off, R12; Q4).
+     * {@code mismatch} (with {@code error} null): at least one node refused because its key is
+     * bound to another membership (Q9): to the loop "not granted" (polling again is harmless,
+     * the other list's reign may end), but reported (membership_mismatch), because only an
+     * operator can resolve it (docs/quorum.md §4.1).
      */
-    record Abort(List<NodeToken> release, Decide.Failure error) implements AfterAcquire {}
+    record Abort(List<NodeToken> release, Decide.Failure error, boolean mismatch) implements AfterAcquire {
+        Abort(List<NodeToken> release, Decide.Failure error) {
+            this(release, error, false);
+        }
+    }
 
     /**
      * Step 1 of a campaign round: {@code replies[i]} is node i's LEASE.ACQUIRE reply (a token,
@@ -142,10 +218,16 @@ final class QuorumDecide {
         }
         int refused = 0;
         int silent = 0;
+        int mismatch = 0;
         List<Decide.Failure> failed = new ArrayList<>();
         for (Reply<Long> r : replies) {
             if (!r.replied()) {
                 silent++;
+            } else if (isMembership(r.failure())) {
+                // A refusal like "held by someone else", not an error (Q9): that node will not
+                // grant us, whatever we retry.
+                refused++;
+                mismatch++;
             } else if (r.failure() != null) {
                 failed.add(r.failure());
             } else if (r.value() == null || r.value() <= 0) {
@@ -157,7 +239,7 @@ final class QuorumDecide {
         // "held by someone else", polling again soon is right; if a majority was out of reach
         // because of errors and silence, backing off is (and GRACE tells the loop how long).
         if (refused + need > n || failed.size() + silent <= n - need) {
-            return new Abort(release, null);
+            return new Abort(release, null, mismatch > 0);
         }
         for (Decide.Failure f : failed) {
             if (f.kind() == ErrorKind.GRACE) {
@@ -197,18 +279,25 @@ final class QuorumDecide {
         UNKNOWN
     }
 
+    /**
+     * A renewal reply that means "this node does not renew us": 0, or (Q9) a refusal because the
+     * node's key is now bound to another membership (the operator moved it).
+     */
+    static boolean renewRefused(Reply<Boolean> r) {
+        return (r.ok() && Boolean.FALSE.equals(r.value())) || (r.replied() && isMembership(r.failure()));
+    }
+
+    /** Q5 (a MEMBERSHIP refusal counts as a 0, Q9). */
     static AfterRenew afterRenew(List<Reply<Boolean>> replies) {
         int n = replies.size();
         int need = majority(n);
         int ones = 0;
         int zeros = 0;
         for (Reply<Boolean> r : replies) {
-            if (r.ok() && r.value() != null) {
-                if (r.value()) {
-                    ones++;
-                } else {
-                    zeros++;
-                }
+            if (r.ok() && Boolean.TRUE.equals(r.value())) {
+                ones++;
+            } else if (renewRefused(r)) {
+                zeros++;
             }
         }
         if (n > 0 && ones >= need) {

@@ -20,6 +20,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 import java.util.function.Predicate;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Quorum mode (docs/client-protocol.md §9a, docs/quorum.md): one lease across N independent
@@ -50,6 +52,7 @@ import java.util.function.Predicate;
  * stopped waiting for is closed (R6).
  */
 final class QuorumTransport {
+    private static final Logger log = LoggerFactory.getLogger(QuorumTransport.class);
     private final String key;
     private final long ttlMillis;
     /** Each node's reply is awaited at most this long, so acquire + raise fit in op_timeout. */
@@ -85,6 +88,18 @@ final class QuorumTransport {
     /** The longest wait on the wait node (Q10). */
     private final long renewIntervalNanos;
 
+    /**
+     * {@code MEMBERSHIP <id>} of the node list, sent with every ACQUIRE, RENEW and RAISE (Q9);
+     * null only in the negative control ({@link #dropMembershipForTest}). Why (issue 32):
+     * electors with different node lists (a node replacement half done) can find disjoint
+     * majorities; binding each key to one list's id keeps them apart.
+     */
+    private volatile String membership;
+    /** The last round's membership refusal was logged (once per change; the loop's thread only). */
+    private boolean membershipReported;
+    /** How many times a membership refusal was logged (tests: reported once, not per round). */
+    private volatile int membershipReports;
+
     QuorumTransport(List<RedisURI> uris, String key, LeaseTiming timing, long configuredQuarantineNanos,
             ClientResources resources, Transport.Settings settings) {
         this.key = key;
@@ -101,6 +116,7 @@ final class QuorumTransport {
         for (int i = 0; i < n; i++) {
             nodes[i] = Transport.standalone(uris.get(i), resources, connectTimeoutNanos, settings);
         }
+        this.membership = membershipId(uris);
         this.identities = new String[n];
         this.quarantinedUntil = new long[n];
         this.quarantined = new boolean[n];
@@ -122,6 +138,62 @@ final class QuorumTransport {
             return "unix://" + u.getSocket();
         }
         return (u.isSsl() ? "rediss" : "redis") + "://" + u.getHost() + ":" + u.getPort() + "/" + u.getDatabase();
+    }
+
+    /** A node's identity in the membership id (Q9), from its URI. */
+    static String nodeIdentity(RedisURI u) {
+        if (u.getSocket() != null) {
+            return QuorumDecide.unixIdentity(u.getSocket());
+        }
+        String host = u.getHost() == null || u.getHost().isEmpty() ? "localhost" : u.getHost();
+        return QuorumDecide.tcpIdentity(host, u.getPort());
+    }
+
+    /**
+     * The membership id of a node list as the wire spells it (16 hex digits, Q9): what an
+     * operator passes to {@code LEASE.MEMBERSHIP key old new} when the node set changes
+     * (docs/quorum.md §4.1). The order does not matter; the spelling of each address does.
+     */
+    static String membershipId(List<RedisURI> uris) {
+        List<String> ids = new ArrayList<>();
+        for (RedisURI u : uris) {
+            ids.add(nodeIdentity(u));
+        }
+        return QuorumDecide.membershipId(ids);
+    }
+
+    /** Appends {@code MEMBERSHIP <id>} (Q9) to an ACQUIRE, RENEW or RAISE. */
+    private CommandArgs<String, String> withMembership(CommandArgs<String, String> a) {
+        String m = membership;
+        return m == null ? a : a.add("MEMBERSHIP").add(m);
+    }
+
+    /** An override of the computed id ({@link LeaderElector.Builder#membershipId}). */
+    void membershipOverride(String id) {
+        membership = id;
+    }
+
+    /** The negative control of the tests only: the protocol before Q9 (no MEMBERSHIP sent). */
+    void dropMembershipForTest() {
+        membership = null;
+    }
+
+    int membershipReports() {
+        return membershipReports;
+    }
+
+    /**
+     * Logs a round lost to membership refusals once, until a round ends otherwise: only an
+     * operator can fix it, and the loop polls every 50..100 ms.
+     */
+    private void reportMembership(boolean refused) {
+        if (refused && !membershipReported) {
+            membershipReports++;
+            log.error("quorum: nodes refuse this elector's node list (their lease key is bound to another membership); "
+                    + "electors use different node lists? see docs/quorum.md 4.1 key={} membership={} reason=membership_mismatch",
+                    key, membership);
+        }
+        membershipReported = refused;
     }
 
     void shutdown() {
@@ -494,7 +566,7 @@ final class QuorumTransport {
         // Never BLOCK (Q2): no single node knows when a majority frees up; a refused follower
         // waits on one node instead (Q10, acquire).
         List<QuorumDecide.Reply<Long>> replies = round(c, all(),
-                i -> new CommandCall(Transport.Cmd.ACQUIRE, Transport.args(key).add(owner).add(ttlMillis)),
+                i -> new CommandCall(Transport.Cmd.ACQUIRE, withMembership(Transport.args(key).add(owner).add(ttlMillis))),
                 // Why every node gets the step's time, even once a majority can no longer
                 // grant (where the Go and Rust ports stop early): a grant still on its way is
                 // one this round must release (Q4), and a node the round stops waiting for has
@@ -506,7 +578,7 @@ final class QuorumTransport {
         if (d instanceof QuorumDecide.Raise r) {
             List<QuorumDecide.Reply<Boolean>> confirmed = round(c, r.nodes(),
                     i -> new CommandCall(Transport.Cmd.RAISE,
-                            Transport.args(key).add(owner).add(replies.get(i).value()).add(r.target())),
+                            withMembership(Transport.args(key).add(owner).add(replies.get(i).value()).add(r.target()))),
                     v -> Transport.parseFlag(Transport.Cmd.RAISE, v), null, until);
             if (QuorumDecide.raiseConfirmed(confirmed, n)) {
                 synchronized (this) {
@@ -532,10 +604,11 @@ final class QuorumTransport {
             // Not leading either way; but a node that refused the raise with a server error
             // (NOPERM: an ACL without +lease.raise) is a fault the operator must see, not a
             // contender: report it (the loop logs, counts and backs off) instead of polling in
-            // silence forever. Unreachable nodes are faults of the moment: not reported here.
+            // silence forever. Unreachable nodes are faults of the moment: not reported here. A
+            // MEMBERSHIP refusal is no fault either: it counts as no confirmation (Q9).
             for (int i : r.nodes()) {
                 Decide.Failure f = confirmed.get(i).failure();
-                if (f != null && !f.kind().unreachable()) {
+                if (f != null && !f.kind().unreachable() && !QuorumDecide.isMembership(f)) {
                     return new RoundEnd(new Decide.Failed(new Decide.Failure(f.kind(), f.graceNanos(),
                             "quorum: node " + (i + 1) + " refused LEASE.RAISE: " + f.message())), null);
                 }
@@ -547,12 +620,14 @@ final class QuorumTransport {
             retire();
             releaseOn(c, owner, a.release());
         }
+        reportMembership(a.mismatch());
         if (a.error() != null) {
             return new RoundEnd(new Decide.Failed(new Decide.Failure(a.error().kind(), a.error().graceNanos(),
                     "quorum: fewer than " + need + " of " + n + " nodes could grant (" + a.error().message() + ")")),
                     null);
         }
-        return new RoundEnd(new Decide.NotGranted(), a.release().isEmpty() ? replies : null);
+        // A membership mismatch (Q9) is no refusal Q10 could wait out.
+        return new RoundEnd(new Decide.NotGranted(), a.release().isEmpty() && !a.mismatch() ? replies : null);
     }
 
     /**
@@ -593,12 +668,21 @@ final class QuorumTransport {
         }
         List<QuorumDecide.Reply<Boolean>> replies = round(c, all(),
                 i -> new CommandCall(Transport.Cmd.RENEW,
-                        Transport.args(key).add(owner).add(h[i] != 0 ? h[i] : token).add(ttlMillis)),
+                        withMembership(Transport.args(key).add(owner).add(h[i] != 0 ? h[i] : token).add(ttlMillis))),
                 v -> Transport.parseFlag(Transport.Cmd.RENEW, v), QuorumDecide::renewDecided, until);
         switch (QuorumDecide.afterRenew(replies)) {
             case RENEWED:
                 return new Decide.Renewed(null);
             case LOST:
+                for (QuorumDecide.Reply<Boolean> r : replies) {
+                    if (r.replied() && QuorumDecide.isMembership(r.failure())) {
+                        // The operator rebound nodes to another list (docs/quorum.md §4.1): this
+                        // reign ends here, by design.
+                        log.warn("quorum: renewal refused: nodes are bound to another membership now key={} owner={} "
+                                + "reason=membership_mismatch", key, owner);
+                        break;
+                    }
+                }
                 // Stepping down. The nodes that still said 1 are NOT released here: our task has
                 // not stopped yet, and such a node can complete another elector's majority with
                 // nodes that said 0 (one wiped, one holding that elector's partial grant): a

@@ -125,6 +125,12 @@ public final class ConformanceElector {
             // built-in elector's: every elector uses that TTL, so that is the longest lease a
             // restarted or wiped node can have lost.
             builder.quorum(redisUrls.stream().map(RedisURI::create).toList()).nodeQuarantine(Duration.ofMillis(ttlMs));
+            // Quorum campaigns: the id of the real node list (our URIs name our own proxies;
+            // docs/conformance.md).
+            String mid = System.getenv("LEASE_HARNESS_MEMBERSHIP_ID");
+            if (mid != null && !mid.isEmpty()) {
+                builder.membershipId(mid);
+            }
         } else {
             builder.redis(RedisURI.create(redis));
         }

@@ -189,6 +189,14 @@ final class RedisServer implements AutoCloseable {
         return dir;
     }
 
+    /** Sends a signal by name ("STOP" freezes the server, "CONT" resumes it). */
+    void signal(String sig) throws IOException, InterruptedException {
+        Process k = new ProcessBuilder("kill", "-" + sig, Long.toString(process.pid())).inheritIO().start();
+        if (k.waitFor() != 0) {
+            throw new IOException("kill -" + sig + " " + process.pid() + " failed");
+        }
+    }
+
     /** SIGKILL: the server vanishes without a word. */
     void kill() throws InterruptedException {
         process.destroyForcibly();

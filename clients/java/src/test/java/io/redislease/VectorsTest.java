@@ -32,7 +32,8 @@ class VectorsTest {
     private static final Set<String> DECISIONS = Set.of("config_defaults", "config_validate", "deadline",
             "op_limit", "wait_for", "retry_interval", "backoff", "classify_error", "on_acquire",
             "not_granted_pause", "on_renew", "must_stop", "step_down", "reign_owner", "next_reign",
-            "quorum_after_acquire", "quorum_after_renew", "quorum_wait", "quorum_identity", "quorum_quarantine");
+            "quorum_after_acquire", "quorum_after_renew", "quorum_wait", "quorum_identity", "quorum_quarantine",
+            "membership_id");
 
     static Path vectorDir() {
         String base = System.getProperty("basedir", System.getProperty("user.dir"));
@@ -42,9 +43,13 @@ class VectorsTest {
     static List<Path> vectorFiles() throws IOException {
         Path dir = vectorDir();
         List<Path> files = new ArrayList<>();
-        if (Files.isDirectory(dir)) {
-            try (Stream<Path> s = Files.list(dir)) {
-                s.filter(p -> p.getFileName().toString().endsWith(".json")).sorted().forEach(files::add);
+        // quorum/: quorum mode's vectors (the membership id, Q9).
+        for (Path d : List.of(dir, dir.resolve("quorum"))) {
+            if (Files.isDirectory(d)) {
+                try (Stream<Path> s = Files.list(d)) {
+                    s.filter(p -> p.getFileName().toString().endsWith(".json"))
+                            .sorted().forEach(files::add);
+                }
             }
         }
         return files;
@@ -351,6 +356,23 @@ class VectorsTest {
             case "reign_owner":
                 a.put("reign_owner", Decide.reignOwner(in.get("owner").asText(), in.get("reign").asLong()));
                 break;
+            case "membership_id": {
+                List<io.lettuce.core.RedisURI> uris = new ArrayList<>();
+                List<String> ids = new ArrayList<>();
+                for (JsonNode u : in.get("nodes")) {
+                    // Lettuce spells a unix socket redis-socket://path; the vectors' unix:// is
+                    // the same socket path.
+                    String s = u.asText().replaceFirst("^unix://", "redis-socket://");
+                    io.lettuce.core.RedisURI uri = io.lettuce.core.RedisURI.create(s);
+                    uris.add(uri);
+                    ids.add(QuorumTransport.nodeIdentity(uri));
+                }
+                ids.sort((x, y) -> java.util.Arrays.compareUnsigned(x.getBytes(java.nio.charset.StandardCharsets.UTF_8),
+                        y.getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+                a.put("identities", ids);
+                a.put("membership_id", QuorumTransport.membershipId(uris));
+                break;
+            }
             case "next_reign": {
                 Decide.ReignEvent ev = Decide.ReignEvent.fromLabel(in.get("event").asText());
                 if (ev == null) {
@@ -369,7 +391,7 @@ class VectorsTest {
                     a.put("action", "abort");
                     a.put("partial", ab.release().stream().map(p -> List.of((long) p.node(), p.token())).toList());
                     Decide.Failure f = ab.error();
-                    a.put("outcome", f == null ? "not_granted" : "error");
+                    a.put("outcome", f != null ? "error" : ab.mismatch() ? "membership_mismatch" : "not_granted");
                     a.put("error_kind", f == null ? null : f.kind().label());
                     a.put("grace_us", f != null && f.kind() == ErrorKind.GRACE ? toUs(f.graceNanos()) : null);
                 }
@@ -435,7 +457,7 @@ class VectorsTest {
                 return;
             }
             for (int i = 0; i < want.size(); i++) {
-                compare(name, key, want.get(i), l.get(i));
+                compare(name, key + "[" + i + "]", want.get(i), l.get(i));
             }
         } else if (want.isBoolean()) {
             assertEquals(want.asBoolean(), got, where);
