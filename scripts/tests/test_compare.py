@@ -111,6 +111,57 @@ class Compare(unittest.TestCase):
         md = compare.render_md(doc)
         self.assertIn("| peer | v1 | Go | redis | no | 2 | 1 | 2100/2300 | –/– | – | 4200 | restart=1 | 2 |", md)
 
+    def test_a_row_adds_its_leader_campaign(self) -> None:
+        def camp(viol: int, stale: int, faults: dict[str, int], crash: float | None,
+                 leaderless: float) -> dict[str, object]:
+            return {"command": "c", "runs": 1, "violations": viol,
+                    "violations_by_rule": {"overlap": viol, "stale_accepted": stale},
+                    "stale_writes_accepted": stale, "faults_drawn": faults,
+                    "faults_skipped": {"kill: no leader": 1}, "writes_ok": 10, "writes_fenced": None,
+                    "leaderless_max_ms": leaderless, "crash_failover_n": 0 if crash is None else 2,
+                    "crash_failover_p50_ms": crash, "crash_failover_p99_ms": crash,
+                    "handover_n": 0, "handover_p50_ms": None, "handover_p99_ms": None,
+                    "redis_back_p99_ms": 40.0, "summary_line": "runs=1"}
+        main = camp(3, 1, {"restart": 2, "pause": 1}, None, 900.0)
+        lead = camp(1, 0, {"kill": 2}, 2100.0, 2300.0)
+        row = compare.combine(main, lead)
+        self.assertEqual(row["violations"], 4)
+        self.assertEqual(row["violations_by_rule"], {"overlap": 4, "stale_accepted": 1})
+        self.assertEqual(row["faults_drawn"], {"restart": 2, "pause": 1, "kill": 2})
+        self.assertEqual(row["faults_skipped"], {"kill: no leader": 2})
+        self.assertEqual(row["crash_failover_p50_ms"], 2100.0)  # the leader campaign's
+        self.assertEqual(row["redis_back_p99_ms"], 40.0)  # the all-faults campaign's
+        self.assertEqual(row["leaderless_max_ms"], 2300.0)
+        self.assertEqual(row["writes_ok"], 20)
+        self.assertIsNone(row["writes_fenced"])
+        self.assertEqual(row["runs"], 2)
+        self.assertNotIn("command", row)
+        self.assertEqual(row["campaigns"]["leader"]["violations"], 1)
+        self.assertEqual(compare.combine(main, None)["violations"], 3)
+
+    def test_every_cell_is_a_figure(self) -> None:
+        row = {"name": "peer", "version": "v1", "backend": "redis", "fenced": False, "runs": 3,
+               "violations": 2, "stale_writes_accepted": 1,
+               "violations_by_rule": {"overlap": 1, "stale_accepted": 1},
+               "crash_failover_p50_ms": 2100.5, "crash_failover_p99_ms": 2300.0,
+               "handover_p50_ms": None, "handover_p99_ms": None, "redis_back_p99_ms": None,
+               "leaderless_max_ms": 4200.0, "faults_asked": ["kill", "resign"],
+               "faults_drawn": {"kill": 2}, "faults_skipped": {}, "command": "cmd"}
+        skipped = {"name": "other", "version": "v2", "backend": "etcd", "fenced": True,
+                   "not_run": "why"}
+        figs = compare.doc_figures({"command": "scripts/compare", "rows": [row, skipped]})
+        got = {(f["section"], f["name"]): f["value"] for f in figs}
+        self.assertEqual(got[("peer", "violations")], 2)
+        self.assertEqual(got[("peer", "rule_overlap")], 1)
+        self.assertEqual(got[("peer", "crash_failover_ms")], "2100/2300")
+        self.assertEqual(got[("peer", "crash_failover_p50_ms")], 2100.5)
+        self.assertEqual(got[("peer", "handover_ms")], "–/–")
+        self.assertNotIn(("peer", "handover_p50_ms"), got)  # no sample, no number
+        self.assertEqual(got[("peer", "faults_drawn")], "kill=2 resign=0")
+        self.assertEqual(got[("other", "not_run")], "why")
+        self.assertNotIn(("other", "violations"), got)
+        self.assertEqual(len(got), len(figs))  # section/name pairs are unique
+
     def test_other_backends_wait_for_the_harness(self) -> None:
         p = compare.Peer(name="curator", language="Java", library="curator", version="5.9.0",
                          elector_cmd="x", backend="zookeeper")
