@@ -506,6 +506,7 @@ impl QuorumTransport {
         let n = self.nodes.len();
         let need = self.control.need(n);
         self.owner = owner.to_string();
+        let wait = self.wait_node;
         let ttl_ms = wire_ms(ttl);
         let m = self.membership.clone();
         let replies = self
@@ -529,13 +530,16 @@ impl QuorumTransport {
                 // starts on all N nodes survives more later faults than one on a bare
                 // majority, and its token is the maximum over more nodes. Cost: a silent node
                 // delays an election by at most the step timeout (a refused connection fails
-                // at once).
+                // at once). And not before the wait node answered: whether a refused follower
+                // waits (Q10) depends on that node's reply, and deciding on two other nodes'
+                // refusals first would make it poll instead (it costs nothing when the wait node
+                // answers as fast as the rest, and at most the step timeout when it is silent).
                 move |r: &[NodeReply<Option<u64>>]| {
                     let other = r
                         .iter()
                         .filter(|x| matches!(x, Some(Ok(None)) | Some(Err(_))))
                         .count();
-                    other > n - need
+                    other > n - need && r.get(wait).is_some_and(Option::is_some)
                 },
             )
             .await;

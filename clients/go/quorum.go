@@ -489,7 +489,11 @@ func (t *quorumTransport) acquireRound(ctx context.Context, owner string) (acqui
 				other++
 			}
 		}
-		return other > n-need
+		// And not before the wait node answered: whether a refused follower waits (Q10)
+		// depends on that node's reply; deciding on the others' refusals first would make it
+		// poll instead.
+		waited := t.waitNode >= 0 && t.waitNode < len(r) && r[t.waitNode].Replied
+		return other > n-need && waited
 	})
 	d := decideAfterAcquire(t.control, replies, rand.Int())
 	switch d.Kind {

@@ -462,7 +462,10 @@ export class Quorum {
     // Decided early only when a majority can no longer grant. Otherwise every node gets the
     // step's time, even after a majority granted: a reign on all N nodes survives more later
     // faults than one on a bare majority.
-    const decided = (r: q.AcquireReply[]): boolean => r.filter((x) => x !== null && typeof x !== "number").length > n - m;
+    // And not before the wait node answered: whether a refused follower waits (Q10) depends on
+    // that node's reply; deciding on the others' refusals first would make it poll instead.
+    const decided = (r: q.AcquireReply[]): boolean =>
+      r.filter((x) => x !== null && typeof x !== "number").length > n - m && r[this.waitNode] !== null;
     const replies = await this.round<number | "refused">(
       this.links,
       this.nodes.map(() => async (c: RedisConnection) => (await t.acquire(c, key, owner, ttlMs, null, null, this.membership)).token ?? "refused"),

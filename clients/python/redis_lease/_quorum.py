@@ -413,8 +413,12 @@ class Quorum:
             # Decided early only when a majority can no longer grant. Otherwise every node gets
             # the step's time, even after a majority granted: a reign on all N nodes survives
             # more later faults than one on a bare majority.
+            # And not before the wait node answered: whether a refused follower waits (Q10)
+            # depends on that node's reply; deciding on the others' refusals first would make
+            # it poll instead.
             other = sum(1 for x in r if x is not NO_REPLY and not isinstance(_acquire_reply(x), int))
-            return other > n - need
+            waited = 0 <= self.wait_node < len(r) and r[self.wait_node] is not NO_REPLY
+            return other > n - need and waited
 
         acq = self._with_membership(_wire.acquire_cmd(key, owner, ttl_ms, None))
         raw = yield Round(tuple(acq for _ in range(n)), self._until(loop_until), decided)
