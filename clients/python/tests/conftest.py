@@ -20,6 +20,14 @@ from typing import Iterator, List, Optional
 import pytest
 import redis
 
+# A shell without job control (a CI job started with `&` or under nohup) starts its jobs with
+# SIGINT ignored, and Python then leaves it ignored: the Ctrl-C tests would send SIGINT into
+# nothing and wait forever. Give this process Ctrl-C's usual meaning; the children it starts
+# get the default action back on exec (a caught signal is reset, an ignored one is not).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 REPO = Path(__file__).resolve().parents[3]
 
 
