@@ -118,9 +118,9 @@ impl Node {
         }
     }
 
-    async fn query(&self, cmd: redis::Cmd) -> Result<Value, CommandError> {
-        // Why before anything is sent: a quarantined node's reply must not count, and a grant
-        // it made would only block others for a TTL.
+    /// Why before anything is sent: a quarantined node's reply must not count, and a grant it
+    /// made would only block others for a TTL.
+    fn not_quarantined(&self) -> Result<(), CommandError> {
         let q = *self
             .quarantined_until
             .lock()
@@ -131,19 +131,31 @@ impl Node {
                 self.index + 1
             )));
         }
+        Ok(())
+    }
+
+    /// A new connection (no response timeout: the callers bound each command), identity
+    /// checked before it is used.
+    async fn connect(&self) -> Result<MultiplexedConnection, CommandError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(None);
+        let mut c = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        self.check_new(&mut c).await?;
+        Ok(c)
+    }
+
+    async fn query(&self, cmd: redis::Cmd) -> Result<Value, CommandError> {
+        self.not_quarantined()?;
         let mut c = {
             let mut slot = self.conn.lock().await;
             match slot.as_ref() {
                 Some(c) => c.clone(),
                 None => {
-                    let config = AsyncConnectionConfig::new()
-                        .set_connection_timeout(Some(self.connect_timeout))
-                        .set_response_timeout(None);
-                    let mut c = self
-                        .client
-                        .get_multiplexed_async_connection_with_config(&config)
-                        .await?;
-                    self.check_new(&mut c).await?;
+                    let c = self.connect().await?;
                     *slot = Some(c.clone());
                     c
                 }
@@ -169,24 +181,8 @@ impl Node {
         cmd: redis::Cmd,
         limit: Duration,
     ) -> Result<Value, CommandError> {
-        let q = *self
-            .quarantined_until
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if q.is_some_and(|until| Instant::now() < until) {
-            return Err(self.unusable(format!(
-                "quorum: node {}: quarantined (its server identity changed)",
-                self.index + 1
-            )));
-        }
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(None);
-        let mut c = self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?;
-        self.check_new(&mut c).await?;
+        self.not_quarantined()?;
+        let mut c = self.connect().await?;
         match tokio::time::timeout(limit, cmd.query_async::<Value>(&mut c)).await {
             Ok(r) => crate::transport::reply(r),
             Err(_) => Err(CommandError::timeout(limit)),
