@@ -38,8 +38,8 @@ faults: kill pause partition blackhole delay resign restart restart-aof failover
   --netns (root; each elector in its own network namespace behind a veth link) adds, and
   draws by default: loss delay-jitter oneway cut-resource heal-delivers;
   --elector-clock-rate R: electors under libfaketime at clock rate R (x1.005 within the drift
-  allowance); --min-faults KIND=N,...: exit 3 when the campaign drew fewer (kinds, or the
-  groups crash, partition, handover);
+  allowance); --min-faults KIND=N,...: draw the kinds short of N first, exit 3 when the campaign
+  still drew fewer (kinds, or the groups crash, partition, handover);
   --topology sentinel (3 Sentinels, primary + 2 replicas, electors via redis+sentinel://):
   kill pause resign sentinel-failover (default: all four)
   lease-harness run --topology quorum1|quorum3|quorum5 [--quorum-control correct|no-unify|minority]

@@ -45,7 +45,7 @@ pub fn main(args: Args) -> Result<ExitCode, String> {
         let run_seed = cfg
             .seed
             .wrapping_add(u64::from(run).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        if let Err(e) = rt.block_on(run::run_one(&cfg, run, run_seed, &dir)) {
+        if let Err(e) = rt.block_on(run::run_one(&cfg, run, run_seed, &dir, &summary.faults)) {
             // A run that could not even be set up is not evidence either way: say so loudly
             // and count it as a failure of the campaign.
             return Err(format!("run {run} (seed {run_seed}): {e}"));

@@ -1,5 +1,6 @@
 //! One run: start the backend, the resource, one proxy per elector and node, the electors;
-//! then warm-up, faults drawn from the seed one at a time (each followed by recovery time,
+//! then warm-up, faults drawn from the seed one at a time (the kinds still short of their
+//! `--min-faults` first, summary.rs `draw_kind`; each followed by recovery time,
 //! so at most one node is faulty at any moment: a minority in quorum mode), a quiet tail,
 //! and a graceful stop. The checker runs afterwards, over the folder this fills.
 
@@ -7,10 +8,12 @@ use super::backend::Backend;
 use super::backend_redis::RedisBackend;
 use super::backend_store::StoreBackend;
 use super::cli::{Config, Topology};
+use super::summary::draw_kind;
 use crate::procs::{die_with_parent, leader_slot, shut_down, spawn_resource, Proc};
 use lease_harness::clock::mono_ns;
 use lease_harness::history::{JsonlWriter, RunEvent};
 use lease_harness::proxy::Proxy;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -40,6 +43,9 @@ pub(crate) struct Run<'a> {
     pub backend: Box<dyn Backend>,
     /// `--netns`: one veth link per elector slot.
     pub links: Option<crate::netns::Links>,
+    /// Faults injected (not skipped) per kind in the campaign so far, this run's included:
+    /// what the `--min-faults` draw needs (summary.rs `draw_kind`).
+    pub counts: BTreeMap<String, u64>,
 }
 
 impl Run<'_> {
@@ -57,6 +63,9 @@ impl Run<'_> {
         detail: String,
         skipped: Option<String>,
     ) {
+        if skipped.is_none() {
+            *self.counts.entry(kind.to_string()).or_insert(0) += 1;
+        }
         let e = RunEvent::Fault {
             kind: kind.into(),
             t,
@@ -181,7 +190,14 @@ impl Run<'_> {
     }
 }
 
-pub(crate) async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Result<(), String> {
+/// One run; `counts`: the faults the campaign's earlier runs injected, per kind.
+pub(crate) async fn run_one(
+    cfg: &Config,
+    run: u32,
+    seed: u64,
+    dir: &Path,
+    counts: &BTreeMap<String, u64>,
+) -> Result<(), String> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -251,6 +267,7 @@ pub(crate) async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Re
         slots,
         backend,
         links,
+        counts: counts.clone(),
     };
     r.record(RunEvent::RunStart {
         t: mono_ns(),
@@ -288,7 +305,7 @@ pub(crate) async fn run_one(cfg: &Config, run: u32, seed: u64, dir: &Path) -> Re
         if Instant::now() + r.ttl(4.0) + tail > end {
             break;
         }
-        let kind = kinds[r.rng.usize(..kinds.len())].clone();
+        let kind = draw_kind(&kinds, &cfg.min_faults, &r.counts, &mut r.rng).to_string();
         r.inject(&kind).await?;
         // Recovery: long enough for expiry + grace + a new grant, plus jitter (so the next
         // fault finds at most this node still recovering).
