@@ -557,6 +557,40 @@ def conformance_lang(ev: Evidence, lang: str) -> None:
              f"conformance {lang}: negative control NOT caught ({c.line})")
 
 
+def quorum_conformance(ev: Evidence) -> None:
+    """Each language's elector in quorum mode (issue 27 item 1): quorum3 and quorum5 campaigns
+    with every node and elector fault, and the negative control: the same elector made unsafe
+    (it ignores its deadline, the resource does not fence) on quorum3 must be caught, or the
+    quorum campaigns' violations=0 proves nothing about that language's quorum loop."""
+    ttl, grace = "1000", "1000"
+    for lang in ev.langs:
+        base = ["scripts/conformance", lang, "--electors", "3", "--seconds", "20",
+                "--ttl-ms", ttl, "--grace-ms", grace]
+        for topo, runs, seed in (("quorum3", "4", "17"), ("quorum5", "2", "5")):
+            c, cmd = ev.conformance_campaign(base + [
+                "--topology", topo, "--runs", runs, "--seed", seed,
+                "--out", f"chaos-out/evidence-{lang}-{topo}"])
+            section = f"conformance_{lang}_{topo}"
+            ev.add(section, "summary", c.line, "line", cmd)
+            for k in CONFORMANCE_FIGURES:
+                v = c.fields.get(k)
+                if isinstance(v, (int, float)):
+                    ev.add(section, k, v, "ms" if k.endswith("_ms") else "count", cmd)
+            ev.check(c.violations == 0, f"{section}: violations={c.violations}")
+            ev.check(c.runs == int(runs), f"{section}: {c.runs} runs, asked for {runs}")
+        c, cmd = ev.conformance_campaign(base + [
+            "--topology", "quorum3", "--runs", "2", "--seed", "23", "--elector-mode",
+            "ignore-deadline", "--no-fence", "--fault", "pause,partition",
+            "--out", f"chaos-out/evidence-{lang}-quorum3-negative"])
+        section = f"conformance_{lang}_quorum3_negative_control"
+        ev.add(section, "summary", c.line, "line", cmd)
+        ev.add(section, "violations", c.violations, "count", cmd)
+        for rule, n in sorted(c.rules.items()):
+            ev.add(section, f"violations_{rule}", n, "count", cmd)
+        ev.check(c.returncode == 1 and c.violations > 0,
+                 f"{section}: negative control NOT caught ({c.line})")
+
+
 def conformance(ev: Evidence) -> None:
     """Each language's conformance campaign, and (full mode) its negative control."""
     for lang in ev.langs:
@@ -720,6 +754,8 @@ STEPS: tuple[Step, ...] = (
     Step("sentinel", sentinel, full=True, quick=False),
     Step("quorum", quorum, full=True, quick=True),
     Step("conformance", conformance, full=True, quick=True),
+    # Every language's elector on quorum3 and quorum5, and its quorum negative control.
+    Step("quorum_conformance", quorum_conformance, full=True, quick=False),
     Step("tests", tests, full=True, quick=False),
     Step("scale", scale, full=True, quick=False),
     Step("persist", persist, full=True, quick=False),

@@ -444,17 +444,13 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
             "need 1..={max_electors} electors, runs >= 1, seconds >= 5, ttl-ms >= 100"
         ));
     }
-    // The quorum electors know no ignore-deadline (its detached worker is a single-primary
-    // experiment).
-    let modes: &[&str] = if quorum {
-        &["safe", "reuse-owner"]
-    } else {
-        &["safe", "ignore-deadline", "reuse-owner"]
-    };
+    // Every topology takes every mode: the elector's work loop (and its unsafe detached
+    // writer, the negative control of each language's loop) is the same over one primary and
+    // over a quorum of them.
+    let modes: &[&str] = &["safe", "ignore-deadline", "reuse-owner"];
     if !modes.contains(&elector_mode.as_str()) {
         return Err(format!(
-            "unknown --elector-mode {elector_mode} ({}: {})",
-            topology.name(),
+            "unknown --elector-mode {elector_mode} ({})",
             modes.join(", ")
         ));
     }
