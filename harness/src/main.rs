@@ -24,7 +24,7 @@ usage:
                     [--ttl-ms T] [--grace-ms G] [--elector-mode safe|ignore-deadline|reuse-owner] [--no-fence]
                     [--module PATH] [--elector-cmd \"PROGRAM ARGS\"]
                     [--topology replica|sentinel] [--down-after-ms D] [--min-replicas-max-lag S]
-                    [--netns] [--elector-clock-rate R] [--min-faults KIND=N,...]
+                    [--netns] [--elector-clock-rate R [--elector-real-clock]] [--min-faults KIND=N,...]
   lease-harness --help | SUBCOMMAND --help   (this text; exit 0)
   lease-harness check [--svg] [--explain] DIR...   (run folders, or folders of run-* folders;
                                                    --explain prints each stale write's story)
@@ -38,7 +38,8 @@ faults: kill pause partition blackhole delay resign restart restart-aof failover
   --netns (root; each elector in its own network namespace behind a veth link) adds, and
   draws by default: loss delay-jitter oneway cut-resource heal-delivers;
   --elector-clock-rate R: electors under libfaketime at clock rate R (x1.005 within the drift
-  allowance); --min-faults KIND=N,...: draw the kinds short of N first, exit 3 when the campaign
+  allowance; an --elector-cmd elector also needs --elector-real-clock, its word that it
+  records its history on the real clock); --min-faults KIND=N,...: draw the kinds short of N first, exit 3 when the campaign
   still drew fewer (kinds, or the groups crash, partition, handover);
   --topology sentinel (3 Sentinels, primary + 2 replicas, electors via redis+sentinel://):
   kill pause resign sentinel-failover (default: all four)

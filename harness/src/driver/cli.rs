@@ -290,6 +290,7 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
         .unwrap_or_else(|| "safe".into());
     let fence = !args.flag("--no-fence");
     let netns = args.flag("--netns");
+    let real_clock = args.flag("--elector-real-clock");
     let clock_rate = match args.value("--elector-clock-rate")? {
         None => None,
         Some(r) => {
@@ -372,12 +373,17 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
     {
         return Err(format!("fault {f} needs --netns"));
     }
-    if clock_rate.is_some() && elector_cmd.is_some() {
-        // Their histories would be stamped with the faked clock (they read CLOCK_MONOTONIC
-        // through libc), and the checker would compare skewed times: not evidence.
+    if real_clock && elector_cmd.is_none() {
+        return Err("--elector-real-clock describes an --elector-cmd elector".into());
+    }
+    if clock_rate.is_some() && elector_cmd.is_some() && !real_clock {
+        // An elector that reads CLOCK_MONOTONIC through libc would stamp its history with the
+        // faked clock, and the checker would compare skewed times: not evidence. Only one
+        // that says it records on the real clock (a raw clock_gettime syscall, as our Rust
+        // elector does; scripts/conformance knows which) may run faked.
         return Err(
-            "--elector-clock-rate runs only our Rust elector (another language's history \
-             would be stamped by the faked clock)"
+            "--elector-clock-rate with --elector-cmd needs --elector-real-clock: the elector \
+             must record its history on the real clock (a raw clock_gettime syscall)"
                 .into(),
         );
     }
@@ -551,6 +557,14 @@ mod tests {
         let e = parse_err("--topology quorum3 --backend etcd");
         assert!(e.contains("is a Redis topology"), "{e}");
         assert!(parse_err("--backend consul").contains("unknown --backend consul"));
+    }
+
+    #[test]
+    fn a_faked_clock_runs_another_elector_only_if_it_records_on_the_real_clock() {
+        let e = parse_err("--elector-clock-rate 1.005 --elector-cmd x");
+        assert!(e.contains("needs --elector-real-clock"), "{e}");
+        let e = parse_err("--elector-real-clock");
+        assert!(e.contains("describes an --elector-cmd elector"), "{e}");
     }
 
     #[test]
