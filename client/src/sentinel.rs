@@ -28,10 +28,11 @@
 //! A plain `redis://` URL of any cluster node works: a `MOVED slot host:port` reply makes the
 //! transport switch to that node (same credentials and db) and send the command again there
 //! (a refused command was not executed, so this is safe). `WAIT` then runs on the node that
-//! took the write. `ASK` (a slot in migration) is not followed: the call fails and the loop
-//! retries after its backoff, so a lease is unavailable while its slot migrates (a leader's
-//! renewals fail in that window and succeed on the new owner after it; a window shorter than
-//! the deadline keeps the term: `client/tests/cluster.rs`).
+//! took the write. An `ASK slot host:port` reply (the slot is migrating and the key already
+//! moved) makes the transport send `ASKING` and the command, pipelined, on a connection to
+//! that node, for that one command (the slot's owner is unchanged until the migration ends);
+//! a `WAIT` right after runs on that connection too. So a leader keeps its term through a
+//! migration however long the slot stays migrating (`client/tests/cluster.rs`).
 
 use std::time::Duration;
 
@@ -262,9 +263,10 @@ pub fn means_rediscover(e: &CommandError) -> bool {
     }
 }
 
-/// For `MOVED slot host:port`: a client for `host:port` with `current`'s credentials and db.
-pub fn moved_target(e: &CommandError, current: &Client) -> Option<Client> {
-    if e.kind != ErrorKind::Server("MOVED".into()) {
+/// For a Cluster redirection `CODE slot host:port` (`MOVED` or `ASK`): a client for
+/// `host:port` with `current`'s credentials and db.
+pub fn redirect_target(e: &CommandError, current: &Client, code: &str) -> Option<Client> {
+    if e.kind != ErrorKind::Server(code.into()) {
         return None;
     }
     // The message is the server's detail, "slot host:port" (see CommandError::from_server).
@@ -348,12 +350,18 @@ mod tests {
     fn moved_names_the_new_node_with_the_same_credentials() {
         let cur = Client::open("redis://:pw@127.0.0.1:7000/").unwrap();
         let e = CommandError::from_server("MOVED", "3999 127.0.0.1:7002");
-        let c = moved_target(&e, &cur).expect("a client for the named node");
+        let c = redirect_target(&e, &cur, "MOVED").expect("a client for the named node");
         assert_eq!(c.get_connection_info().addr().to_string(), "127.0.0.1:7002");
         assert_eq!(
             c.get_connection_info().redis_settings().password(),
             Some("pw")
         );
-        assert!(moved_target(&CommandError::from_server("ERR", "x"), &cur).is_none());
+        let err = CommandError::from_server("ERR", "x");
+        assert!(redirect_target(&err, &cur, "MOVED").is_none());
+        // Each code is its own: an ASK is not a MOVED (the owner must not change on an ASK).
+        let ask = CommandError::from_server("ASK", "3999 127.0.0.1:7003");
+        assert!(redirect_target(&ask, &cur, "MOVED").is_none());
+        let c = redirect_target(&ask, &cur, "ASK").expect("the importing node");
+        assert_eq!(c.get_connection_info().addr().to_string(), "127.0.0.1:7003");
     }
 }

@@ -116,6 +116,10 @@ pub struct RedisTransport {
     /// `redis+sentinel://` URL: `client` is re-resolved through Sentinel on every connect
     /// (crate::sentinel).
     sentinel: Option<crate::sentinel::SentinelAddr>,
+    /// The connection to the importing node that took the last command through a Cluster
+    /// `ASK`: a `WAIT` right after that write must run there, where the write's replication
+    /// offset is (crate::sentinel). Cleared by every other command.
+    asked: Option<MultiplexedConnection>,
 }
 
 use crate::decide::wire_ms as ms;
@@ -138,6 +142,7 @@ impl RedisTransport {
             connect_timeout,
             in_flight: false,
             sentinel,
+            asked: None,
         })
     }
 
@@ -166,6 +171,7 @@ impl RedisTransport {
             connect_timeout,
             in_flight: false,
             sentinel: None,
+            asked: None,
         })
     }
 
@@ -194,22 +200,56 @@ impl RedisTransport {
     }
 
     /// Run one command; on connection-level failure forget the connection. Follows up to two
-    /// Cluster `MOVED` redirections (crate::sentinel).
+    /// Cluster `MOVED` redirections, and an `ASK` (crate::sentinel).
     async fn query(&mut self, cmd: &redis::Cmd) -> Result<Value, CommandError> {
+        self.asked = None;
         let mut redirects = 0;
         loop {
             match self.query_once(cmd).await {
-                Err(e) if redirects < 2 => match crate::sentinel::moved_target(&e, &self.client) {
-                    Some(c) => {
+                Err(e) if redirects < 2 => {
+                    if let Some(c) = crate::sentinel::redirect_target(&e, &self.client, "MOVED") {
                         self.client = c;
                         self.conn = None;
                         redirects += 1;
+                    } else if let Some(c) =
+                        crate::sentinel::redirect_target(&e, &self.client, "ASK")
+                    {
+                        return self.query_asking(&c, cmd).await;
+                    } else {
+                        return Err(e);
                     }
-                    None => return Err(e),
-                },
+                }
                 r => return r,
             }
         }
+    }
+
+    /// A Cluster `ASK`: the key's slot is migrating and the key is already on the importing
+    /// node. Send `ASKING` and the command there, pipelined on one fresh connection (`ASKING`
+    /// admits only the next command of its connection); the slot's owner stays `self.client`
+    /// for later commands, as the spec of `ASK` says (the migration may yet be rolled back).
+    /// Safe to resend: the node that answered `ASK` did not execute the command.
+    async fn query_asking(
+        &mut self,
+        target: &redis::Client,
+        cmd: &redis::Cmd,
+    ) -> Result<Value, CommandError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(None);
+        let mut c = target
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        let mut pipe = redis::pipe();
+        pipe.cmd("ASKING").ignore().add_command(cmd.clone());
+        let r: redis::RedisResult<Vec<Value>> = pipe.query_async(&mut c).await;
+        let v = match r {
+            Ok(mut vs) if vs.len() == 1 => reply(Ok(vs.remove(0)))?,
+            Ok(vs) => return Err(CommandError::protocol(format!("ASKING replied {vs:?}"))),
+            Err(e) => reply(Err(e))?,
+        };
+        self.asked = Some(c);
+        Ok(v)
     }
 
     async fn query_once(&mut self, cmd: &redis::Cmd) -> Result<Value, CommandError> {
@@ -229,14 +269,14 @@ impl RedisTransport {
     }
 
     async fn wait(&mut self, w: WaitFor) -> Result<u32, CommandError> {
-        let v = self
-            .query(
-                redis::cmd("WAIT")
-                    .arg(w.replicas)
-                    // Never 0: `WAIT n 0` waits forever.
-                    .arg(ms(w.timeout)),
-            )
-            .await?;
+        let mut cmd = redis::cmd("WAIT");
+        // Never 0: `WAIT n 0` waits forever.
+        cmd.arg(w.replicas).arg(ms(w.timeout));
+        let v = match self.asked.take() {
+            // The write went to the importing node through ASK: confirm it there.
+            Some(mut c) => reply(cmd.query_async::<Value>(&mut c).await)?,
+            None => self.query(&cmd).await?,
+        };
         match v {
             Value::Int(n) if n >= 0 => Ok(n.min(u32::MAX as i64) as u32),
             other => Err(CommandError::protocol(format!("WAIT replied {other:?}"))),

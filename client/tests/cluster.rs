@@ -250,3 +250,129 @@ fn elector_follows_moved_and_keeps_its_term_across_a_slot_migration() {
         "resign must RELEASE on the slot's new owner"
     );
 }
+
+/// `LEASE.GET key` on an importing node: `ASKING` first, on the same connection (without it
+/// the node redirects with `MOVED` to the slot's owner).
+fn held_asking(s: &RedisServer, key: &str) -> Option<(String, u64, u64)> {
+    let client = redis::Client::open(s.url()).expect("client");
+    let mut con = client.get_connection().expect("connection");
+    let (v,): (Option<(String, u64, u64)>,) = redis::pipe()
+        .cmd("ASKING")
+        .ignore()
+        .cmd("LEASE.GET")
+        .arg(key)
+        .query(&mut con)
+        .unwrap_or_else(|e| panic!("ASKING + LEASE.GET on :{}: {e}", s.port));
+    v
+}
+
+/// A migration that stays half-done: the key moved to the importing node, the slot still
+/// MIGRATING on its owner, for three TTLs. The owner answers `ASK` for the key; the elector
+/// must follow it (ASKING + the command on the importing node) and keep its term.
+///
+/// Would catch: `ASK` not followed (every renewal fails, the term ends at its deadline: the
+/// state before this test), an `ASK` taken as a `MOVED` (the owner would change mid-migration;
+/// the release at the end then still works, but the first poll below sees renewals on the
+/// importing node only if they are sent with ASKING).
+#[test]
+fn elector_follows_ask_and_keeps_its_term_while_the_slot_stays_migrating() {
+    let nodes = cluster();
+    let key = "{rust-ask}:leader";
+    let slot: u16 = nodes[0]
+        .query(&["CLUSTER", "KEYSLOT", key])
+        .expect("keyslot");
+    let src_i = RANGES
+        .iter()
+        .position(|(lo, hi)| (*lo..=*hi).contains(&slot))
+        .expect("a range holds the slot");
+    let (src, dst) = (&nodes[src_i], &nodes[(src_i + 1) % 3]);
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let cfg = ElectorConfig::new(src.url(), key, TTL)
+        .with_owner("ask-e1")
+        .with_backoff(Duration::from_millis(20), Duration::from_millis(100));
+    let mut elector = Elector::new(cfg).expect("config");
+    let leadership = elector.subscribe();
+    let handle = elector.handle();
+    let starts = Arc::new(AtomicUsize::new(0));
+    let s2 = starts.clone();
+    let run = rt.spawn(async move {
+        elector
+            .run(move |ctx| {
+                let s2 = s2.clone();
+                async move {
+                    s2.fetch_add(1, Ordering::SeqCst);
+                    ctx.cancelled().await;
+                }
+            })
+            .await
+    });
+    let leader = || match *leadership.borrow() {
+        Role::Leader { token, deadline } => Some((token, deadline)),
+        Role::Follower => None,
+    };
+    let (token, _) = poll(Duration::from_secs(10), "the elector to lead", leader);
+
+    let s = slot.to_string();
+    let src_id: String = src.query(&["CLUSTER", "MYID"]).expect("myid");
+    let dst_id: String = dst.query(&["CLUSTER", "MYID"]).expect("myid");
+    ok(dst, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &src_id]);
+    ok(src, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &dst_id]);
+    let dport = dst.port.to_string();
+    ok(
+        src,
+        &["MIGRATE", "127.0.0.1", &dport, "", "0", "5000", "KEYS", key],
+    );
+    let migrated = tokio::time::Instant::now();
+    let r: redis::RedisResult<Option<(String, u64, u64)>> = src.query(&["LEASE.GET", key]);
+    assert_eq!(
+        r.expect_err("the owner sends the moved key's commands on")
+            .code(),
+        Some("ASK")
+    );
+
+    // Half-migrated for three TTLs: renewals reach the importing node through ASK (a restored
+    // lease is held for the module's maximum TTL, so a pttl back within our TTL proves a
+    // RENEW ran there), and the term outlives the deadline it had when the key moved.
+    poll(
+        Duration::from_secs(10),
+        "a renewal through ASK on the importing node",
+        || {
+            let (_, t, pttl) = held_asking(dst, key)?;
+            (t == token && pttl <= TTL.as_millis() as u64).then_some(())
+        },
+    );
+    let until = Instant::now() + TTL * 3;
+    while Instant::now() < until {
+        let (tok, _) = leader().expect("the term must go on while the slot migrates");
+        assert_eq!(tok, token);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, d) = leader().expect("still leading");
+    assert!(d > migrated + TTL * 2, "the deadline kept moving");
+    assert_eq!(
+        starts.load(Ordering::SeqCst),
+        1,
+        "one term, never restarted"
+    );
+
+    for n in &nodes {
+        ok(n, &["CLUSTER", "SETSLOT", &s, "NODE", &dst_id]);
+    }
+    handle.resign();
+    let outcome = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), run).await })
+        .expect("run ends after resign")
+        .expect("run task")
+        .expect("run result");
+    assert_eq!(outcome, RunOutcome::Resigned);
+    assert_eq!(
+        held(dst, key),
+        None,
+        "resign must RELEASE on the slot's new owner"
+    );
+}
