@@ -102,58 +102,121 @@ fn cluster() -> Vec<RedisServer> {
     nodes
 }
 
+/// The index in `RANGES` (and `cluster()`'s nodes) of the primary owning `key`'s slot.
+fn slot_owner(nodes: &[RedisServer], key: &str) -> (u16, usize) {
+    let slot: u16 = nodes[0]
+        .query(&["CLUSTER", "KEYSLOT", key])
+        .expect("keyslot");
+    let i = RANGES
+        .iter()
+        .position(|(lo, hi)| (*lo..=*hi).contains(&slot))
+        .expect("a range holds the slot");
+    (slot, i)
+}
+
+/// An elector running on `url` whose task counts its starts and any end before `resigned`.
+struct Running {
+    rt: tokio::runtime::Runtime,
+    leadership: tokio::sync::watch::Receiver<Role>,
+    handle: redis_lease_client::ElectorHandle,
+    starts: Arc<AtomicUsize>,
+    stopped_early: Arc<AtomicUsize>,
+    resigned: Arc<std::sync::atomic::AtomicBool>,
+    run: tokio::task::JoinHandle<Result<RunOutcome<()>, redis_lease_client::LeaseError>>,
+}
+
+impl Running {
+    fn start(url: String, key: &str, owner: &str) -> Running {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let cfg = ElectorConfig::new(url, key, TTL)
+            .with_owner(owner)
+            .with_backoff(Duration::from_millis(20), Duration::from_millis(100));
+        let mut elector = Elector::new(cfg).expect("config");
+        let leadership = elector.subscribe();
+        let handle = elector.handle();
+        let starts = Arc::new(AtomicUsize::new(0));
+        let stopped_early = Arc::new(AtomicUsize::new(0));
+        let resigned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s2, e2, r2) = (starts.clone(), stopped_early.clone(), resigned.clone());
+        let run = rt.spawn(async move {
+            elector
+                .run(move |ctx| {
+                    let (s2, e2, r2) = (s2.clone(), e2.clone(), r2.clone());
+                    async move {
+                        s2.fetch_add(1, Ordering::SeqCst);
+                        ctx.cancelled().await;
+                        if !r2.load(Ordering::SeqCst) {
+                            e2.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                })
+                .await
+        });
+        Running {
+            rt,
+            leadership,
+            handle,
+            starts,
+            stopped_early,
+            resigned,
+            run,
+        }
+    }
+
+    fn leader(&self) -> Option<(u64, tokio::time::Instant)> {
+        match *self.leadership.borrow() {
+            Role::Leader { token, deadline } => Some((token, deadline)),
+            Role::Follower => None,
+        }
+    }
+
+    /// One term, never ended before the resign.
+    fn assert_one_unbroken_term(&self) {
+        assert_eq!(
+            self.starts.load(Ordering::SeqCst),
+            1,
+            "one term, never restarted"
+        );
+        assert_eq!(
+            self.stopped_early.load(Ordering::SeqCst),
+            0,
+            "the migration must not end the term"
+        );
+    }
+
+    fn resign(self) {
+        self.resigned.store(true, Ordering::SeqCst);
+        self.handle.resign();
+        let run = self.run;
+        let outcome = self
+            .rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(10), run).await })
+            .expect("run ends after resign")
+            .expect("run task")
+            .expect("run result");
+        assert_eq!(outcome, RunOutcome::Resigned);
+    }
+}
+
 #[test]
 fn elector_follows_moved_and_keeps_its_term_across_a_slot_migration() {
     let nodes = cluster();
     let key = "{rust-cluster}:leader";
-    let slot: u16 = nodes[0]
-        .query(&["CLUSTER", "KEYSLOT", key])
-        .expect("keyslot");
-    let src_i = RANGES
-        .iter()
-        .position(|(lo, hi)| (*lo..=*hi).contains(&slot))
-        .expect("a range holds the slot");
+    let (slot, src_i) = slot_owner(&nodes, key);
     let dst_i = (src_i + 1) % 3;
     let other_i = (src_i + 2) % 3;
     let (src, dst, other) = (&nodes[src_i], &nodes[dst_i], &nodes[other_i]);
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
     // Start from a node that does not own the slot (and will not own it after the migration
     // either): every command's first hop is a MOVED.
-    let cfg = ElectorConfig::new(other.url(), key, TTL)
-        .with_owner("cluster-e1")
-        .with_backoff(Duration::from_millis(20), Duration::from_millis(100));
-    let mut elector = Elector::new(cfg).expect("config");
-    let leadership = elector.subscribe();
-    let handle = elector.handle();
-    let starts = Arc::new(AtomicUsize::new(0));
-    let stopped_early = Arc::new(AtomicUsize::new(0));
-    let resigned = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (s2, e2, r2) = (starts.clone(), stopped_early.clone(), resigned.clone());
-    let run = rt.spawn(async move {
-        elector
-            .run(move |ctx| {
-                let (s2, e2, r2) = (s2.clone(), e2.clone(), r2.clone());
-                async move {
-                    s2.fetch_add(1, Ordering::SeqCst);
-                    ctx.cancelled().await;
-                    if !r2.load(Ordering::SeqCst) {
-                        e2.fetch_add(1, Ordering::SeqCst);
-                    }
-                }
-            })
-            .await
+    let e = Running::start(other.url(), key, "cluster-e1");
+    let (token, _) = poll(Duration::from_secs(10), "the elector to lead", || {
+        e.leader()
     });
-
-    let leader = || match *leadership.borrow() {
-        Role::Leader { token, deadline } => Some((token, deadline)),
-        Role::Follower => None,
-    };
-    let (token, _) = poll(Duration::from_secs(10), "the elector to lead", leader);
     let (owner, t, _) = held(src, key).expect("the lease lives on the slot's primary");
     assert_eq!((owner.as_str(), t), ("cluster-e1#1", token));
     for n in [dst, other] {
@@ -164,20 +227,12 @@ fn elector_follows_moved_and_keeps_its_term_across_a_slot_migration() {
 
     // Migrate the slot src -> dst with its key (the documented resharding steps).
     let s = slot.to_string();
-    let src_id: String = src.query(&["CLUSTER", "MYID"]).expect("myid");
-    let dst_id: String = dst.query(&["CLUSTER", "MYID"]).expect("myid");
-    ok(dst, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &src_id]);
-    ok(src, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &dst_id]);
-    let dport = dst.port.to_string();
-    ok(
-        src,
-        &["MIGRATE", "127.0.0.1", &dport, "", "0", "5000", "KEYS", key],
-    );
+    let dst_id = move_key(src, dst, slot, key);
     for n in [dst, src, other] {
         ok(n, &["CLUSTER", "SETSLOT", &s, "NODE", &dst_id]);
     }
     let migrated = tokio::time::Instant::now();
-    let (_, d0) = leader().expect("still leading right after the migration");
+    let (_, d0) = e.leader().expect("still leading right after the migration");
     let (owner, t, pttl) = held(dst, key).expect("MIGRATE carried the lease");
     // A restored lease is held for the module's maximum TTL (never shorter than the
     // holder's), so a pttl back within our TTL below proves a RENEW ran on dst.
@@ -193,7 +248,7 @@ fn elector_follows_moved_and_keeps_its_term_across_a_slot_migration() {
         Duration::from_secs(10),
         "a renewal on the slot's new owner that moved the deadline",
         || {
-            let (tok, d) = leader()?;
+            let (tok, d) = e.leader()?;
             let (_, t, pttl) = held(dst, key)?;
             (tok == token
                 && t == token
@@ -203,21 +258,12 @@ fn elector_follows_moved_and_keeps_its_term_across_a_slot_migration() {
             .then_some(())
         },
     );
-    assert_eq!(
-        starts.load(Ordering::SeqCst),
-        1,
-        "one term, never restarted"
-    );
-    assert_eq!(
-        stopped_early.load(Ordering::SeqCst),
-        0,
-        "the migration must not end the term"
-    );
+    e.assert_one_unbroken_term();
 
     // The fencing helper on an application connection to the slot's new owner (its keys in
     // the lease key's slot): the live token writes, a stale one is refused and not applied.
     let data = "{rust-cluster}:data";
-    let fenced = rt.block_on(async {
+    let fenced = e.rt.block_on(async {
         let mut conn = redis::Client::open(dst.url())
             .expect("client")
             .get_multiplexed_async_connection()
@@ -236,19 +282,28 @@ fn elector_follows_moved_and_keeps_its_term_across_a_slot_migration() {
     let v: String = dst.query(&["GET", data]).expect("GET");
     assert_eq!(v, "live", "the stale write was not applied");
 
-    resigned.store(true, Ordering::SeqCst);
-    handle.resign();
-    let outcome = rt
-        .block_on(async { tokio::time::timeout(Duration::from_secs(10), run).await })
-        .expect("run ends after resign")
-        .expect("run task")
-        .expect("run result");
-    assert_eq!(outcome, RunOutcome::Resigned);
+    e.resign();
     assert_eq!(
         held(dst, key),
         None,
         "resign must RELEASE on the slot's new owner"
     );
+}
+
+/// The first resharding steps for `key`'s slot, src -> dst: IMPORTING, MIGRATING, and
+/// `MIGRATE` of the key (the slot stays migrating until `SETSLOT NODE`). Returns dst's id.
+fn move_key(src: &RedisServer, dst: &RedisServer, slot: u16, key: &str) -> String {
+    let s = slot.to_string();
+    let src_id: String = src.query(&["CLUSTER", "MYID"]).expect("myid");
+    let dst_id: String = dst.query(&["CLUSTER", "MYID"]).expect("myid");
+    ok(dst, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &src_id]);
+    ok(src, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &dst_id]);
+    let dport = dst.port.to_string();
+    ok(
+        src,
+        &["MIGRATE", "127.0.0.1", &dport, "", "0", "5000", "KEYS", key],
+    );
+    dst_id
 }
 
 /// `LEASE.GET key` on an importing node: `ASKING` first, on the same connection (without it
@@ -278,55 +333,14 @@ fn held_asking(s: &RedisServer, key: &str) -> Option<(String, u64, u64)> {
 fn elector_follows_ask_and_keeps_its_term_while_the_slot_stays_migrating() {
     let nodes = cluster();
     let key = "{rust-ask}:leader";
-    let slot: u16 = nodes[0]
-        .query(&["CLUSTER", "KEYSLOT", key])
-        .expect("keyslot");
-    let src_i = RANGES
-        .iter()
-        .position(|(lo, hi)| (*lo..=*hi).contains(&slot))
-        .expect("a range holds the slot");
+    let (slot, src_i) = slot_owner(&nodes, key);
     let (src, dst) = (&nodes[src_i], &nodes[(src_i + 1) % 3]);
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let cfg = ElectorConfig::new(src.url(), key, TTL)
-        .with_owner("ask-e1")
-        .with_backoff(Duration::from_millis(20), Duration::from_millis(100));
-    let mut elector = Elector::new(cfg).expect("config");
-    let leadership = elector.subscribe();
-    let handle = elector.handle();
-    let starts = Arc::new(AtomicUsize::new(0));
-    let s2 = starts.clone();
-    let run = rt.spawn(async move {
-        elector
-            .run(move |ctx| {
-                let s2 = s2.clone();
-                async move {
-                    s2.fetch_add(1, Ordering::SeqCst);
-                    ctx.cancelled().await;
-                }
-            })
-            .await
+    let e = Running::start(src.url(), key, "ask-e1");
+    let (token, _) = poll(Duration::from_secs(10), "the elector to lead", || {
+        e.leader()
     });
-    let leader = || match *leadership.borrow() {
-        Role::Leader { token, deadline } => Some((token, deadline)),
-        Role::Follower => None,
-    };
-    let (token, _) = poll(Duration::from_secs(10), "the elector to lead", leader);
 
-    let s = slot.to_string();
-    let src_id: String = src.query(&["CLUSTER", "MYID"]).expect("myid");
-    let dst_id: String = dst.query(&["CLUSTER", "MYID"]).expect("myid");
-    ok(dst, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &src_id]);
-    ok(src, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &dst_id]);
-    let dport = dst.port.to_string();
-    ok(
-        src,
-        &["MIGRATE", "127.0.0.1", &dport, "", "0", "5000", "KEYS", key],
-    );
+    let dst_id = move_key(src, dst, slot, key);
     let migrated = tokio::time::Instant::now();
     let r: redis::RedisResult<Option<(String, u64, u64)>> = src.query(&["LEASE.GET", key]);
     assert_eq!(
@@ -348,28 +362,21 @@ fn elector_follows_ask_and_keeps_its_term_while_the_slot_stays_migrating() {
     );
     let until = Instant::now() + TTL * 3;
     while Instant::now() < until {
-        let (tok, _) = leader().expect("the term must go on while the slot migrates");
+        let (tok, _) = e
+            .leader()
+            .expect("the term must go on while the slot migrates");
         assert_eq!(tok, token);
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (_, d) = leader().expect("still leading");
+    let (_, d) = e.leader().expect("still leading");
     assert!(d > migrated + TTL * 2, "the deadline kept moving");
-    assert_eq!(
-        starts.load(Ordering::SeqCst),
-        1,
-        "one term, never restarted"
-    );
+    e.assert_one_unbroken_term();
 
+    let s = slot.to_string();
     for n in &nodes {
         ok(n, &["CLUSTER", "SETSLOT", &s, "NODE", &dst_id]);
     }
-    handle.resign();
-    let outcome = rt
-        .block_on(async { tokio::time::timeout(Duration::from_secs(10), run).await })
-        .expect("run ends after resign")
-        .expect("run task")
-        .expect("run result");
-    assert_eq!(outcome, RunOutcome::Resigned);
+    e.resign();
     assert_eq!(
         held(dst, key),
         None,

@@ -523,6 +523,30 @@ CONFORMANCE_FIGURES = ("violations", "handover_p50_ms", "handover_p99_ms", "cras
                        "crash_failover_p99_ms", "faults")
 
 
+def record_conformance(ev: Evidence, section: str, c: Campaign, cmd: str) -> None:
+    """A language's campaign that must be clean: its summary, figures and the check."""
+    ev.add(section, "summary", c.line, "line", cmd)
+    for k in CONFORMANCE_FIGURES:
+        v = c.fields.get(k)
+        if isinstance(v, (int, float)):
+            ev.add(section, k, v, "ms" if k.endswith("_ms") else "count", cmd)
+    ev.check(c.violations == 0, f"{section}: violations={c.violations}")
+
+
+def negative_control(ev: Evidence, section: str, argv: list[str]) -> None:
+    """A language's elector made unsafe (it ignores its deadline, the resource does not fence)
+    under pause and partition faults: the campaign must catch it, or the clean campaigns'
+    violations=0 proves nothing about that language's loop."""
+    c, cmd = ev.conformance_campaign(argv + [
+        "--elector-mode", "ignore-deadline", "--no-fence", "--fault", "pause,partition"])
+    ev.add(section, "summary", c.line, "line", cmd)
+    ev.add(section, "violations", c.violations, "count", cmd)
+    for rule, n in sorted(c.rules.items()):
+        ev.add(section, f"violations_{rule}", n, "count", cmd)
+    ev.check(c.returncode == 1 and c.violations > 0,
+             f"{section}: negative control NOT caught ({c.line})")
+
+
 def conformance_lang(ev: Evidence, lang: str) -> None:
     args = ["scripts/conformance", lang]
     if ev.quick:
@@ -533,35 +557,18 @@ def conformance_lang(ev: Evidence, lang: str) -> None:
         args += ["--runs", "4", "--seconds", "20"]
     args += ["--out", f"chaos-out/evidence-{lang}"]
     c, cmd = ev.conformance_campaign(args)
-    section = f"conformance_{lang}"
-    ev.add(section, "summary", c.line, "line", cmd)
-    for k in CONFORMANCE_FIGURES:
-        v = c.fields.get(k)
-        if isinstance(v, (int, float)):
-            ev.add(section, k, v, "ms" if k.endswith("_ms") else "count", cmd)
-    ev.check(c.violations == 0, f"conformance {lang}: violations={c.violations}")
+    record_conformance(ev, f"conformance_{lang}", c, cmd)
     if ev.quick:
         return
-    # The same language's elector made unsafe (it ignores its deadline, the resource does not
-    # fence): the campaign must catch it, or its violations=0 proves nothing.
-    c, cmd = ev.conformance_campaign([
-        "scripts/conformance", lang, "--runs", "2", "--seconds", "20", "--elector-mode",
-        "ignore-deadline", "--no-fence", "--fault", "pause,partition",
+    negative_control(ev, f"conformance_{lang}_negative_control", [
+        "scripts/conformance", lang, "--runs", "2", "--seconds", "20",
         "--out", f"chaos-out/evidence-{lang}-negative"])
-    section = f"conformance_{lang}_negative_control"
-    ev.add(section, "summary", c.line, "line", cmd)
-    ev.add(section, "violations", c.violations, "count", cmd)
-    for rule, n in sorted(c.rules.items()):
-        ev.add(section, f"violations_{rule}", n, "count", cmd)
-    ev.check(c.returncode == 1 and c.violations > 0,
-             f"conformance {lang}: negative control NOT caught ({c.line})")
 
 
 def quorum_conformance(ev: Evidence) -> None:
     """Each language's elector in quorum mode (issue 27 item 1): quorum3 and quorum5 campaigns
-    with every node and elector fault, and the negative control: the same elector made unsafe
-    (it ignores its deadline, the resource does not fence) on quorum3 must be caught, or the
-    quorum campaigns' violations=0 proves nothing about that language's quorum loop."""
+    with every node and elector fault, and the quorum negative control (the elector made
+    unsafe, on quorum3), which must be caught."""
     ttl, grace = "1000", "1000"
     for lang in ev.langs:
         base = ["scripts/conformance", lang, "--electors", "3", "--seconds", "20",
@@ -571,24 +578,11 @@ def quorum_conformance(ev: Evidence) -> None:
                 "--topology", topo, "--runs", runs, "--seed", seed,
                 "--out", f"chaos-out/evidence-{lang}-{topo}"])
             section = f"conformance_{lang}_{topo}"
-            ev.add(section, "summary", c.line, "line", cmd)
-            for k in CONFORMANCE_FIGURES:
-                v = c.fields.get(k)
-                if isinstance(v, (int, float)):
-                    ev.add(section, k, v, "ms" if k.endswith("_ms") else "count", cmd)
-            ev.check(c.violations == 0, f"{section}: violations={c.violations}")
+            record_conformance(ev, section, c, cmd)
             ev.check(c.runs == int(runs), f"{section}: {c.runs} runs, asked for {runs}")
-        c, cmd = ev.conformance_campaign(base + [
-            "--topology", "quorum3", "--runs", "2", "--seed", "23", "--elector-mode",
-            "ignore-deadline", "--no-fence", "--fault", "pause,partition",
+        negative_control(ev, f"conformance_{lang}_quorum3_negative_control", base + [
+            "--topology", "quorum3", "--runs", "2", "--seed", "23",
             "--out", f"chaos-out/evidence-{lang}-quorum3-negative"])
-        section = f"conformance_{lang}_quorum3_negative_control"
-        ev.add(section, "summary", c.line, "line", cmd)
-        ev.add(section, "violations", c.violations, "count", cmd)
-        for rule, n in sorted(c.rules.items()):
-            ev.add(section, f"violations_{rule}", n, "count", cmd)
-        ev.check(c.returncode == 1 and c.violations > 0,
-                 f"{section}: negative control NOT caught ({c.line})")
 
 
 def conformance(ev: Evidence) -> None:
