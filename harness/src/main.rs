@@ -35,8 +35,9 @@ usage:
 elector instead of `lease-harness elector` (any language's elector; docs/conformance.md).
 faults: kill pause partition blackhole delay resign restart restart-aof failover clock-jump late-delivery (default: all);
   opt-in: split-brain (needs --min-replicas-max-lag; the grace-sizing experiment, docs/failover.md);
-  --netns (root; each elector in its own network namespace behind a veth link) adds, and
-  draws by default: loss delay-jitter oneway cut-resource heal-delivers;
+  --netns (root; each elector in its own network namespace behind a veth link; every Redis
+  topology: replica, sentinel, quorum1/3/5) adds, and draws by default: loss delay-jitter
+  oneway cut-resource heal-delivers;
   --elector-clock-rate R: electors under libfaketime at clock rate R (x1.005 within the drift
   allowance; an --elector-cmd elector also needs --elector-real-clock, its word that it
   records its history on the real clock); --min-faults KIND=N,...: draw the kinds short of N first, exit 3 when the campaign

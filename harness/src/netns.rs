@@ -5,7 +5,11 @@
 //! Link `i`: namespace `lh-<pid>-e<i>`, veth `lh<pid>h<i>` (harness side, `10.231.<i>.1/30`)
 //! and `lh<pid>n<i>` (elector side, `10.231.<i>.2/30`). The elector reaches its Redis proxy
 //! and its resource proxy at `10.231.<i>.1`, an address that exists only on that link: no
-//! traffic ever leaves the namespaces this module creates. `<pid>` is the harness's pid, so
+//! traffic ever leaves the namespaces this module creates. The Sentinel topology has no
+//! per-elector proxy: its servers and Sentinels also listen on [`SERVICE_IP`], an address the
+//! harness puts on every link's harness side (and routes to from every elector's namespace
+//! over its own link only), which Sentinel hands out as the primary's address.
+//! `<pid>` is the harness's pid, so
 //! a run removes the leftovers of a harness that died (its pid is gone) and refuses to run
 //! beside a live one (the addresses would clash).
 //!
@@ -20,6 +24,13 @@ use std::process::Command;
 
 const PREFIX_NS: &str = "lh-";
 const HOST_TABLE: &str = "lh_";
+
+/// `--netns --topology sentinel`: the one address of the servers and Sentinels that every
+/// elector namespace reaches, each over its own link. Sentinel reports a single address for
+/// the primary to every client, so it cannot be a link's own `10.231.<i>.1`; `10.231.255.x`
+/// is never a link's (at most 250 links: `10.231.0..250`). It sits as a /32 on each link's
+/// harness side, so it exists only while the links do and leaves with them.
+pub const SERVICE_IP: Ipv4Addr = Ipv4Addr::new(10, 231, 255, 1);
 
 /// What a fault does to a direction of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,9 +176,31 @@ pub fn netem_available() -> bool {
     ok
 }
 
+/// The nftables match of the TCP ports `ports` of harness-side address `addr`, as seen by the
+/// receiver of direction `dir` (`ip daddr .. tcp dport ..` going up, `saddr`/`sport` coming
+/// down), with a trailing space; "" for `None` (every packet). The address as well as the
+/// ports: a proxy on a link address and a server on another address may share a port
+/// number. An anonymous set: one rule covers every node's proxy of a quorum elector, or
+/// every server and Sentinel of the Sentinel topology.
+fn target_match(dir: Dir, target: Option<(Ipv4Addr, &[u16])>) -> String {
+    let (a, p) = match dir {
+        Dir::Up => ("daddr", "dport"),
+        Dir::Down => ("saddr", "sport"),
+    };
+    match target {
+        None => String::new(),
+        Some((addr, ports)) => {
+            let list: Vec<String> = ports.iter().map(u16::to_string).collect();
+            format!("ip {a} {addr} tcp {p} {{ {} }} ", list.join(", "))
+        }
+    }
+}
+
 impl Links {
-    /// `n` links (leftovers of an earlier run removed first).
-    pub fn create(n: usize) -> Result<Links, String> {
+    /// `n` links (leftovers of an earlier run removed first); with `service`, each link also
+    /// carries [`SERVICE_IP`] (harness side) and the elector's namespace a route to it over
+    /// that link, and nowhere else (no default route: nothing can leave the namespaces).
+    pub fn create(n: usize, service: bool) -> Result<Links, String> {
         if n > 250 {
             return Err("--netns supports up to 250 electors".into());
         }
@@ -222,6 +255,28 @@ impl Links {
             ])?;
             run(&["ip", "-n", &ns, "link", "set", &ns_if, "up"])?;
             run(&["ip", "-n", &ns, "link", "set", "lo", "up"])?;
+            if service {
+                run(&[
+                    "ip",
+                    "addr",
+                    "add",
+                    &format!("{SERVICE_IP}/32"),
+                    "dev",
+                    &host_if,
+                ])?;
+                run(&[
+                    "ip",
+                    "-n",
+                    &ns,
+                    "route",
+                    "add",
+                    &format!("{SERVICE_IP}/32"),
+                    "via",
+                    &host_ip.to_string(),
+                    "dev",
+                    &ns_if,
+                ])?;
+            }
             in_ns(&ns, &["nft", "add table inet lh"])?;
             in_ns(
                 &ns,
@@ -264,16 +319,22 @@ impl Links {
         Ok(())
     }
 
-    /// Drop, on the receiving side of direction `dir` of link `i`, the TCP packets of port
-    /// `port` on the harness side (`None`: every packet of the link).
-    pub fn drop_packets(&self, i: usize, dir: Dir, port: Option<u16>) -> Result<(), String> {
+    /// Drop, on the receiving side of direction `dir` of link `i`, the TCP packets of the
+    /// harness-side address and ports `target` (`None`: every packet of the link).
+    pub fn drop_packets(
+        &self,
+        i: usize,
+        dir: Dir,
+        target: Option<(Ipv4Addr, &[u16])>,
+    ) -> Result<(), String> {
+        if target.is_some_and(|(_, p)| p.is_empty()) {
+            // `{ }` is no nft set, and "none of the ports" is no fault: a caller's mistake.
+            return Err("netns drop of an empty port set".into());
+        }
         let l = &self.links[i];
+        let m = target_match(dir, target);
         match dir {
             Dir::Up => {
-                let m = match port {
-                    Some(p) => format!("tcp dport {p} "),
-                    None => String::new(),
-                };
                 run(&[
                     "nft",
                     &format!(
@@ -283,10 +344,6 @@ impl Links {
                 ])?;
             }
             Dir::Down => {
-                let m = match port {
-                    Some(p) => format!("tcp sport {p} "),
-                    None => String::new(),
-                };
                 in_ns(
                     &l.ns,
                     &[
@@ -371,5 +428,32 @@ impl Links {
 impl Drop for Links {
     fn drop(&mut self) {
         self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drop_matches_the_address_and_a_port_set_per_direction() {
+        let a = Ipv4Addr::new(10, 231, 3, 1);
+        assert_eq!(target_match(Dir::Up, None), "");
+        assert_eq!(
+            target_match(Dir::Up, Some((a, &[7101]))),
+            "ip daddr 10.231.3.1 tcp dport { 7101 } "
+        );
+        assert_eq!(
+            target_match(Dir::Down, Some((SERVICE_IP, &[7101, 7102, 7103]))),
+            "ip saddr 10.231.255.1 tcp sport { 7101, 7102, 7103 } "
+        );
+    }
+
+    #[test]
+    fn the_service_address_is_no_link_address() {
+        // Links are 10.231.<i>.0/30 for i < 250 (`create` refuses more).
+        assert_eq!(SERVICE_IP.octets()[..2], [10, 231]);
+        assert!(SERVICE_IP.octets()[2] >= 250);
+        assert_eq!(ns_pid("lh-42-e3"), Some(42));
     }
 }

@@ -1,9 +1,17 @@
 //! End to end, `--netns` (issue 30): electors in their own network namespaces, kernel faults
-//! on their links. As root: a short seeded run injects the faults, reports no violation and
-//! leaves no namespace, veth or nftables table behind. Without root (or a netns fault
-//! without `--netns`) the run fails with one line: never a silent skip.
+//! on their links, in every Redis topology (replica, quorum3, Sentinel). As root: a short
+//! seeded run per topology injects the faults, reports no violation and leaves no
+//! namespace, veth or nftables table behind. Without root (or a netns fault without
+//! `--netns`) the run fails with one line: never a silent skip.
+//!
+//! One `--netns` harness at a time on a machine (a second refuses: the link addresses would
+//! clash), so the campaigns here take turns ([`ONE_AT_A_TIME`]); another `--netns` campaign
+//! running on the machine makes them fail with that refusal.
 
 use std::process::{Command, Output};
+use std::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn harness(args: &[&str]) -> (Output, tempfile::TempDir) {
     let out = tempfile::Builder::new()
@@ -60,9 +68,13 @@ fn leftovers() -> Vec<String> {
     left
 }
 
-#[test]
-fn netns_run_injects_kernel_faults_and_cleans_up() {
-    let args = [
+/// A short seeded `--netns` campaign with `extra` (topology) options and the four nftables
+/// faults: as root it must pass with faults drawn (`--min-faults`), work done across the
+/// links, every record of a fault on the coordination service's ports naming `service` (what
+/// "Redis" means in that topology), and nothing left behind.
+fn netns_campaign(extra: &[&str], seed: &str, service: &str) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut args = vec![
         "--netns",
         "--runs",
         "1",
@@ -73,11 +85,15 @@ fn netns_run_injects_kernel_faults_and_cleans_up() {
         "--ttl-ms",
         "500",
         "--seed",
-        "3030",
+        seed,
         "--fault",
         "loss,oneway,cut-resource,heal-delivers",
+        // `partition` is a group: oneway and heal-delivers count for it.
+        "--min-faults",
+        "partition=1",
     ];
-    let (o, _dir) = harness(&args);
+    args.extend_from_slice(extra);
+    let (o, dir) = harness(&args);
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
     if !is_root() {
@@ -91,7 +107,7 @@ fn netns_run_injects_kernel_faults_and_cleans_up() {
         summary.starts_with("runs=1 violations=0 "),
         "{summary}\n{stdout}{stderr}"
     );
-    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(o.status.code(), Some(0), "{stdout}{stderr}");
     assert!(
         field(summary, "faults").unwrap_or(0.0) >= 2.0,
         "too few faults: {summary}"
@@ -110,7 +126,44 @@ fn netns_run_injects_kernel_faults_and_cleans_up() {
             .any(|k| per_kind.contains(k)),
         "{per_kind}"
     );
+    let run = std::fs::read_to_string(dir.path().join("run-0000/run.jsonl")).unwrap_or_default();
+    for line in run.lines() {
+        let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let kind = e["kind"].as_str().unwrap_or("");
+        if e["ev"] == "fault" && ["oneway", "cut-resource"].contains(&kind) {
+            let detail = e["detail"].as_str().unwrap_or("");
+            assert!(
+                detail.contains(service),
+                "{kind}: {detail} (want {service})"
+            );
+        }
+    }
     assert_eq!(leftovers(), Vec::<String>::new(), "left behind");
+}
+
+#[test]
+fn netns_run_injects_kernel_faults_and_cleans_up() {
+    netns_campaign(&[], "3030", "redis");
+}
+
+/// Quorum: each elector's proxies to the 3 nodes sit on its link; `oneway` drops a direction
+/// to and from all 3 at once, `cut-resource` keeps all 3.
+#[test]
+fn netns_quorum3_campaign() {
+    netns_campaign(&["--topology", "quorum3"], "3030", "every node (3)");
+}
+
+/// Sentinel: no proxies; the electors reach the 3 data nodes and 3 Sentinels at the service
+/// address on their own link, which Sentinel hands out as the primary's address.
+#[test]
+fn netns_sentinel_campaign() {
+    netns_campaign(
+        &["--topology", "sentinel"],
+        "3031",
+        "every server and sentinel (6)",
+    );
 }
 
 #[test]

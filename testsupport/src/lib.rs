@@ -38,8 +38,13 @@ pub struct ServerOptions {
     /// and left in place on drop (the harness keeps every run's logs). `None`: a temp dir
     /// removed on drop.
     pub dir: Option<PathBuf>,
-    /// `--replicaof 127.0.0.1 <port>`.
+    /// `--replicaof 127.0.0.1 <port>` (or `--replicaof <announce_ip> <port>`).
     pub replica_of: Option<u16>,
+    /// Also listen on this address (`--bind 127.0.0.1 <ip>`) and go by it: a replica
+    /// connects to its primary there and reports it as its own (`replica-announce-ip`), so
+    /// that Sentinel hands it out. The harness's `--netns` Sentinel topology: an address on
+    /// the links it creates, which every elector namespace reaches. `None`: loopback only.
+    pub announce_ip: Option<String>,
     /// SIGKILL the server when the *thread* that spawned it exits (PR_SET_PDEATHSIG), so an
     /// interrupted harness leaves no servers behind. Only for spawning threads that live as
     /// long as the server (the harness's main thread), hence off by default.
@@ -65,6 +70,7 @@ impl Default for ServerOptions {
             module: None,
             dir: None,
             replica_of: None,
+            announce_ip: None,
             die_with_parent: false,
             sentinel: None,
             conf: None,
@@ -95,6 +101,11 @@ impl ServerOptions {
     }
     pub fn replica_of(mut self, port: Option<u16>) -> Self {
         self.replica_of = port;
+        self
+    }
+    /// See [`ServerOptions::announce_ip`].
+    pub fn announce_ip(mut self, ip: Option<&str>) -> Self {
+        self.announce_ip = ip.map(str::to_string);
         self
     }
     pub fn die_with_parent(mut self) -> Self {
@@ -328,8 +339,15 @@ impl RedisServer {
         cmd.arg("--port")
             .arg(self.port.to_string())
             .arg("--bind")
-            .arg("127.0.0.1")
-            .arg("--dir")
+            .arg("127.0.0.1");
+        if let Some(ip) = &self.opts.announce_ip {
+            // One `--bind` with both addresses: a second `--bind` would replace the first.
+            cmd.arg(ip);
+            if self.opts.sentinel.is_none() {
+                cmd.args(["--replica-announce-ip", ip]);
+            }
+        }
+        cmd.arg("--dir")
             .arg(self.dir.path())
             .arg("--logfile")
             .arg(self.log_path())
@@ -344,7 +362,10 @@ impl RedisServer {
             cmd.arg("--enable-debug-command").arg("yes");
         }
         if let Some(p) = self.opts.replica_of {
-            cmd.args(["--replicaof", "127.0.0.1", &p.to_string()]);
+            // The primary's announced address when there is one: Sentinel compares a
+            // replica's `master_host` with the primary's address and "fixes" a mismatch.
+            let host = self.opts.announce_ip.as_deref().unwrap_or("127.0.0.1");
+            cmd.args(["--replicaof", host, &p.to_string()]);
         }
         if self.opts.load_module {
             let module = match &self.opts.module {

@@ -28,6 +28,10 @@ pub struct SentinelOptions {
     pub data: ServerOptions,
     /// Server binary (None: `REDIS_SERVER_BIN`).
     pub bin: Option<String>,
+    /// Every data node and Sentinel also listens on this address and Sentinel names the
+    /// servers by it (`replica-announce-ip`, `sentinel announce-ip`, the monitored address,
+    /// the URLs below); see [`ServerOptions::announce_ip`]. `None`: 127.0.0.1 throughout.
+    pub announce_ip: Option<String>,
 }
 
 impl Default for SentinelOptions {
@@ -41,6 +45,7 @@ impl Default for SentinelOptions {
             // The full sync starts at once (the default diskless delay is 5 s).
             data: ServerOptions::default().extra_args(&["--repl-diskless-sync-delay", "0"]),
             bin: None,
+            announce_ip: None,
         }
     }
 }
@@ -55,7 +60,11 @@ pub struct SentinelTopology {
 
 /// The options of data node `i` (its own folder under `opts.data.dir`, if set).
 pub fn node_options(opts: &SentinelOptions, i: usize, replica_of: Option<u16>) -> ServerOptions {
-    let mut o = opts.data.clone().replica_of(replica_of);
+    let mut o = opts
+        .data
+        .clone()
+        .replica_of(replica_of)
+        .announce_ip(opts.announce_ip.as_deref());
     if let Some(base) = &opts.data.dir {
         o.dir = Some(base.join(format!("redis-{}", (b'a' + i as u8) as char)));
     }
@@ -87,10 +96,11 @@ impl SentinelTopology {
             wait_link(r, Duration::from_secs(20))?;
         }
         let mut sentinels = vec![];
+        let host = opts.announce_ip.as_deref().unwrap_or("127.0.0.1");
         for i in 0..opts.sentinels {
-            let lines = vec![
+            let mut lines = vec![
                 format!(
-                    "sentinel monitor {MASTER_NAME} 127.0.0.1 {} {}",
+                    "sentinel monitor {MASTER_NAME} {host} {} {}",
                     nodes[0].port, opts.quorum
                 ),
                 format!(
@@ -103,7 +113,11 @@ impl SentinelTopology {
                 ),
                 format!("sentinel parallel-syncs {MASTER_NAME} 1"),
             ];
-            let mut so = ServerOptions::sentinel(&lines);
+            if let Some(ip) = &opts.announce_ip {
+                // What the Sentinels tell each other (hello messages) and clients.
+                lines.push(format!("sentinel announce-ip {ip}"));
+            }
+            let mut so = ServerOptions::sentinel(&lines).announce_ip(opts.announce_ip.as_deref());
             so.die_with_parent = opts.data.die_with_parent;
             if let Some(base) = &opts.data.dir {
                 so.dir = Some(base.join(format!("sentinel-{i}")));
@@ -119,21 +133,21 @@ impl SentinelTopology {
         Ok(t)
     }
 
-    /// `redis+sentinel://127.0.0.1:p1,127.0.0.1:p2,.../leasemaster`: the client's Sentinel URL.
+    /// `redis+sentinel://127.0.0.1:p1,127.0.0.1:p2,.../leasemaster`: the client's Sentinel URL
+    /// (the announced address instead of 127.0.0.1 when there is one).
     pub fn sentinel_url(&self) -> String {
-        let hosts: Vec<String> = self
-            .sentinels
-            .iter()
-            .map(|s| format!("127.0.0.1:{}", s.port))
-            .collect();
-        format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
+        format!(
+            "redis+sentinel://{}/{MASTER_NAME}",
+            self.sentinel_addrs().join(",")
+        )
     }
 
     /// `host:port` of every Sentinel (for `lease-run --sentinel`).
     pub fn sentinel_addrs(&self) -> Vec<String> {
+        let host = self.opts.announce_ip.as_deref().unwrap_or("127.0.0.1");
         self.sentinels
             .iter()
-            .map(|s| format!("127.0.0.1:{}", s.port))
+            .map(|s| format!("{host}:{}", s.port))
             .collect()
     }
 

@@ -28,6 +28,12 @@ pub(crate) trait Backend {
         None
     }
 
+    /// The ports of every server electors reach directly (Sentinel: the data nodes and the
+    /// Sentinels; the `--netns` faults drop them on an elector's link). Empty with proxies.
+    fn direct_ports(&self) -> Vec<u16> {
+        vec![]
+    }
+
     /// kill -9 node `k`; its data stays for [`Backend::restart`].
     fn kill(&mut self, k: usize);
 

@@ -167,6 +167,10 @@ impl RedisBackend {
                     failover_timeout_ms: 5000,
                     data: data_options(cfg, dir),
                     bin: Some(cfg.server_bin.clone()),
+                    // `--netns`: electors in their namespaces cannot reach loopback; every
+                    // server and Sentinel also listens on, and Sentinel hands out, the
+                    // harness's address on their links (netns.rs). Without it, unchanged.
+                    announce_ip: cfg.netns.then(|| crate::netns::SERVICE_IP.to_string()),
                     ..SentinelOptions::default()
                 })?);
             }
@@ -269,6 +273,14 @@ impl Backend for RedisBackend {
 
     fn direct_url(&self) -> Option<String> {
         self.sentinel.as_ref().map(|t| t.sentinel_url())
+    }
+
+    fn direct_ports(&self) -> Vec<u16> {
+        // Ports stay across the faults (a killed primary comes back on its own port), so the
+        // list read at fault time is every server an elector may be talking to.
+        self.sentinel.as_ref().map_or_else(Vec::new, |t| {
+            t.nodes.iter().chain(&t.sentinels).map(|s| s.port).collect()
+        })
     }
 
     fn kill(&mut self, k: usize) {

@@ -38,8 +38,10 @@ pub const SENTINEL_FAULTS: &[&str] = &["kill", "pause", "resign", "sentinel-fail
 pub const OPT_IN_FAULTS: &[&str] = &["split-brain"];
 
 /// Faults of the kernel's network (`--netns`, issue 30): opt-in, drawn by default only with
-/// `--netns`, which they need (each elector's veth link, see `netns.rs`). Each hits one
-/// elector's link (mostly the leader's), one direction or both:
+/// `--netns`, which they need (each elector's veth link, see `netns.rs`), in every Redis
+/// topology. Each hits one elector's link (mostly the leader's), one direction or both;
+/// "Redis" is every node's proxy in quorum mode and every server and Sentinel under
+/// Sentinel:
 /// - `loss`: nftables random loss 5..100 % on one direction or both;
 /// - `delay-jitter`: netem delay with jitter, reordering and duplication;
 /// - `oneway`: nftables drop of elector→Redis only, or of Redis→elector only (requests
@@ -111,6 +113,13 @@ impl Topology {
             Topology::Replica => FAULTS
                 .iter()
                 .chain(OPT_IN_FAULTS)
+                .chain(NETNS_FAULTS)
+                .copied()
+                .collect(),
+            // Every Redis topology puts electors behind links under `--netns`.
+            Topology::Sentinel { .. } | Topology::Quorum { .. } => self
+                .default_faults()
+                .iter()
                 .chain(NETNS_FAULTS)
                 .copied()
                 .collect(),
@@ -353,19 +362,20 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
     };
     args.done()?;
 
-    if netns && !replica {
-        return Err("--netns is implemented for the replica topology only".into());
+    if netns {
+        if let Topology::Store(store) = topology {
+            // Not refused for a reason of principle: nobody has run a peer elector across
+            // the links yet, and an untried path must not pass as evidence.
+            return Err(format!(
+                "--netns is implemented for the Redis topologies (replica, sentinel, \
+                 quorum1/3/5), not --backend {}",
+                store.name()
+            ));
+        }
     }
     let explicit_faults = !faults.is_empty();
     if faults.is_empty() {
-        faults = topology
-            .default_faults()
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        if netns {
-            faults.extend(NETNS_FAULTS.iter().map(|s| s.to_string()));
-        }
+        faults = default_fault_set(&topology, netns);
     }
     if let Some(f) = faults
         .iter()
@@ -386,23 +396,6 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
              must record its history on the real clock (a raw clock_gettime syscall)"
                 .into(),
         );
-    }
-    if netns {
-        crate::netns::check_privileges()?;
-        if !crate::netns::netem_available() {
-            // Loss and drops are nftables rules; delay, jitter, reordering and duplication
-            // need tc netem, which some kernels lack (this machine kind's among them).
-            if explicit_faults && faults.iter().any(|f| f == "delay-jitter") {
-                return Err(
-                    "delay-jitter needs tc netem, which this kernel lacks (CONFIG_NET_SCH_NETEM)"
-                        .into(),
-                );
-            }
-            if faults.iter().any(|f| f == "delay-jitter") {
-                println!("notice: delay-jitter left out: this kernel has no tc netem");
-                faults.retain(|f| f != "delay-jitter");
-            }
-        }
     }
     if let Topology::Store(store) = topology {
         // Asked for by name (or a shared list): say why each is left out, never drop it
@@ -443,6 +436,25 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
                     accepting writes once it lost its replicas)"
                 .into(),
         );
+    }
+    // After the checks of the command line alone (a wrong fault name is a one-line
+    // answer without root), before anything touches the system.
+    if netns {
+        crate::netns::check_privileges()?;
+        if !crate::netns::netem_available() {
+            // Loss and drops are nftables rules; delay, jitter, reordering and duplication
+            // need tc netem, which some kernels lack (this machine kind's among them).
+            if explicit_faults && faults.iter().any(|f| f == "delay-jitter") {
+                return Err(
+                    "delay-jitter needs tc netem, which this kernel lacks (CONFIG_NET_SCH_NETEM)"
+                        .into(),
+                );
+            }
+            if faults.iter().any(|f| f == "delay-jitter") {
+                println!("notice: delay-jitter left out: this kernel has no tc netem");
+                faults.retain(|f| f != "delay-jitter");
+            }
+        }
     }
     let max_electors = if quorum { 20 } else { 50 };
     if !(1..=max_electors).contains(&electors) || runs == 0 || seconds < 5 || ttl_ms < 100 {
@@ -523,6 +535,20 @@ pub fn parse(mut args: Args) -> Result<Config, String> {
     })
 }
 
+/// The faults drawn when `--fault` is not given: the topology's own, and with `--netns` the
+/// kernel's (every Redis topology has them; `delay-jitter` leaves later without tc netem).
+fn default_fault_set(topology: &Topology, netns: bool) -> Vec<String> {
+    let mut faults: Vec<String> = topology
+        .default_faults()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if netns {
+        faults.extend(NETNS_FAULTS.iter().map(|s| s.to_string()));
+    }
+    faults
+}
+
 /// `libredis_lease.so` next to our own binary (target/<profile>/), or `REDIS_LEASE_MODULE`.
 fn default_module() -> Result<PathBuf, String> {
     if let Ok(p) = std::env::var("REDIS_LEASE_MODULE") {
@@ -552,7 +578,8 @@ mod tests {
         assert!(e.contains("--down-after-ms applies to the sentinel"), "{e}");
         let e = parse_err("--topology quorum3 --min-replicas-max-lag 1");
         assert!(e.contains("replica or sentinel"), "{e}");
-        assert!(parse_err("--topology quorum3 --netns").contains("replica topology only"));
+        let e = parse_err("--backend etcd --netns --elector-cmd x");
+        assert!(e.contains("Redis topologies"), "{e}");
         assert!(parse_err("--topology nope").contains("unknown --topology nope"));
         let e = parse_err("--topology quorum3 --backend etcd");
         assert!(e.contains("is a Redis topology"), "{e}");
@@ -565,6 +592,44 @@ mod tests {
         assert!(e.contains("needs --elector-real-clock"), "{e}");
         let e = parse_err("--elector-real-clock");
         assert!(e.contains("describes an --elector-cmd elector"), "{e}");
+    }
+
+    #[test]
+    fn netns_covers_every_redis_topology() {
+        let q3 = Topology::Quorum {
+            nodes: 3,
+            node_replicas: false,
+        };
+        let sentinel = Topology::Sentinel {
+            down_after_ms: 1000,
+        };
+        for t in [Topology::Replica, q3.clone(), sentinel.clone()] {
+            let set = default_fault_set(&t, true);
+            let known = t.known_faults();
+            for f in NETNS_FAULTS {
+                assert!(set.iter().any(|s| s == f), "{} draws {f}", t.name());
+                assert!(known.contains(f), "{} knows {f}", t.name());
+            }
+            // The topology's own faults stay in the default set.
+            for f in t.default_faults() {
+                assert!(set.iter().any(|s| s == f), "{} keeps {f}", t.name());
+            }
+            assert!(!default_fault_set(&t, false)
+                .iter()
+                .any(|f| NETNS_FAULTS.contains(&f.as_str())));
+        }
+        assert!(!Topology::Store(Store::Etcd)
+            .known_faults()
+            .contains(&"loss"));
+        // Refused on the command line alone, before root or the system is asked (the
+        // known-faults check comes first): the kernel faults are known there now.
+        for t in ["quorum3", "sentinel"] {
+            let e = parse_err(&format!("--topology {t} --netns --fault oneway,nope"));
+            assert!(e.contains("fault nope is not available"), "{e}");
+            assert!(e.contains(" oneway "), "{e}");
+            let e = parse_err(&format!("--topology {t} --fault loss"));
+            assert_eq!(e, "fault loss needs --netns");
+        }
     }
 
     #[test]

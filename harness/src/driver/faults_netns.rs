@@ -19,16 +19,41 @@ impl Run<'_> {
             _ => self.rng.usize(..self.slots.len()),
         };
         let id = self.slot_id(i);
-        let redis_port = self.slots[i]
-            .proxies
-            .first()
-            .map(|p| p.addr().port())
-            .ok_or("netns fault without a proxy to Redis")?;
+        // The coordination service's ports on this link: the elector's proxy to every node
+        // (one in the replica topology, N in quorum mode), or, under Sentinel (no proxies),
+        // every data node's and Sentinel's port on the shared service address.
+        let host_ip = self
+            .links
+            .as_ref()
+            .ok_or("netns faults need --netns")?
+            .links[i]
+            .host_ip;
+        let (redis_ip, redis_ports): (_, Vec<u16>) = if self.slots[i].proxies.is_empty() {
+            (crate::netns::SERVICE_IP, self.backend.direct_ports())
+        } else {
+            (
+                host_ip,
+                self.slots[i]
+                    .proxies
+                    .iter()
+                    .map(|p| p.addr().port())
+                    .collect(),
+            )
+        };
+        if redis_ports.is_empty() {
+            return Err("netns fault without a port of the coordination service".into());
+        }
         let resource_port = self.slots[i]
             .resource_proxy
             .as_ref()
             .map(|p| p.addr().port())
             .ok_or("netns fault without a resource link")?;
+        // "redis" in the records, with how many servers it stands for when more than one.
+        let redis_what = match (self.cfg.topology.is_quorum(), redis_ports.len()) {
+            (true, n) => format!("every node ({n})"),
+            (false, 1) => "redis".to_string(),
+            (false, n) => format!("every server and sentinel ({n})"),
+        };
         let dirs: Vec<Dir> = match self.rng.u32(..3) {
             0 => vec![Dir::Up],
             1 => vec![Dir::Down],
@@ -59,6 +84,8 @@ impl Run<'_> {
         let links = self.links.as_ref().ok_or("netns faults need --netns")?;
         let what = match kind {
             "loss" => {
+                // The whole link (every node's proxy, or every server of the service
+                // address, and the resource): a lossy wire does not pick ports.
                 let pct: u32 = detail[0].1.parse().unwrap_or(100);
                 for dir in &detail[0].0 {
                     links.loss(i, *dir, pct)?;
@@ -74,15 +101,21 @@ impl Run<'_> {
                 format!("netem {} {}", detail[0].1, name(&detail[0].0))
             }
             "oneway" => {
-                // One direction only, by construction.
+                // One direction only, by construction. Quorum: to and from every node at
+                // once, not one node: one node is a minority, which the quorum rides over
+                // (node-partition covers that), while a whole direction lost is what can
+                // fool an elector: its RENEWs land on every node but their replies are lost
+                // (it must step down at its own deadline), or it hears but is not heard.
+                // Sentinel: every server and Sentinel, since the primary moves.
                 let dir = if self.rng.bool() { Dir::Up } else { Dir::Down };
-                links.drop_packets(i, dir, Some(redis_port))?;
-                format!("nft drop {} (redis only)", name(&[dir]))
+                links.drop_packets(i, dir, Some((redis_ip, &redis_ports)))?;
+                format!("nft drop {} ({redis_what} only)", name(&[dir]))
             }
             "cut-resource" => {
-                links.drop_packets(i, Dir::Up, Some(resource_port))?;
-                links.drop_packets(i, Dir::Down, Some(resource_port))?;
-                "nft drop elector<->resource both ways, redis kept".to_string()
+                // Only the resource proxy's port: every node's link stays up.
+                links.drop_packets(i, Dir::Up, Some((host_ip, &[resource_port])))?;
+                links.drop_packets(i, Dir::Down, Some((host_ip, &[resource_port])))?;
+                format!("nft drop elector<->resource both ways, {redis_what} kept")
             }
             _ => {
                 links.drop_packets(i, Dir::Up, None)?;

@@ -220,16 +220,22 @@ pub(crate) async fn run_one(
         .filter(|f| faketime || !clock_fault(f))
         .cloned()
         .collect();
+    // The links before the servers: under Sentinel the servers listen on the service
+    // address the links carry (netns.rs), which must exist when they bind.
+    let links = if cfg.netns {
+        let sentinel = matches!(cfg.topology, Topology::Sentinel { .. });
+        Some(crate::netns::Links::create(
+            cfg.electors as usize,
+            sentinel,
+        )?)
+    } else {
+        None
+    };
     let backend: Box<dyn Backend> = match cfg.topology {
         Topology::Store(store) => Box::new(StoreBackend::start(store, dir, cfg.ttl_ms)?),
         _ => Box::new(RedisBackend::start(cfg, dir, faketime).await?),
     };
     let (resource, resource_addr) = spawn_resource(dir, cfg.fence)?;
-    let links = if cfg.netns {
-        Some(crate::netns::Links::create(cfg.electors as usize)?)
-    } else {
-        None
-    };
     let mut slots = vec![];
     for i in 0..cfg.electors as usize {
         let bind: std::net::IpAddr = match &links {
