@@ -49,7 +49,8 @@ faults: kill pause partition blackhole delay resign restart restart-aof failover
                     ... (quorum mode, docs/quorum.md; an external elector gets one --redis per node;
                     faults: kill pause partition split resign node-kill node-restart
                     node-restart-aof node-partition node-pause node-clock-jump node-failover
-                    node-split-brain late-delivery; [--elector-mode safe|reuse-owner])
+                    late-delivery (default: all); opt-in: node-split-brain (outside quorum
+                    mode's fault model on a bare majority, docs/quorum.md §5.3))
   lease-harness run --backend redis|etcd|zookeeper --elector-cmd \"PROGRAM ARGS\" ...
                     (etcd, zookeeper: one server of that store, for peer electors; they get
                     --redis tcp://...; --topology is Redis's;
@@ -130,13 +131,13 @@ pub fn run_dirs(dir: &Path) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Check one run folder: print its violations, write `report.json` (and the timeline when
-/// asked), and add it to the summary.
+/// asked), and add it to the summary; returns the run's number of grants.
 pub fn check_one(
     dir: &Path,
     svg: bool,
     explain: bool,
     summary: &mut Summary,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     let data = RunData::load(dir)?;
     let rep = check(&data);
     let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("run");
@@ -163,7 +164,7 @@ pub fn check_one(
         .map_err(|e| e.to_string())?;
     }
     summary.add(&rep);
-    Ok(())
+    Ok(rep.grants)
 }
 
 fn check_main(mut args: Args) -> Result<ExitCode, String> {

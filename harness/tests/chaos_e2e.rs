@@ -213,3 +213,28 @@ fn reused_owner_under_late_delivery_is_caught() {
         o.stdout
     );
 }
+
+/// Electors that never reach the backend (here: a program that only sleeps) must not make a
+/// clean campaign: with no grant in any run the campaign tested nothing and fails (exit 2,
+/// one line saying so), where it used to print violations=0 and exit 0.
+#[test]
+fn a_campaign_in_which_no_elector_ever_led_fails() {
+    let (o, _dir) = chaos(&[
+        "--runs",
+        "1",
+        "--electors",
+        "1",
+        "--seconds",
+        "5",
+        "--fault",
+        "resign",
+        "--elector-cmd",
+        "sleep 100",
+    ]);
+    assert_eq!(o.code, Some(2), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("runs without a grant: [0]"),
+        "{}",
+        o.stdout
+    );
+}
