@@ -305,6 +305,14 @@ def netns(ev: Evidence) -> None:
     ev.campaign("netns_campaign", ["--netns", "--fault", kinds, "--runs", "10", "--electors", "3",
                 "--seconds", "20", "--seed", "3030", "--min-faults",
                 ",".join(k + "=1" for k in kinds.split(","))], 1000, 1000, {})
+    # The same kernel faults with each topology's own (its default set plus the netns kinds):
+    # quorum3 (every node's proxy on the elector's link) and Sentinel (servers and Sentinels
+    # on the harness's service address, evidence.md §2).
+    for topo, seed in (("quorum3", "3031"), ("sentinel", "3032")):
+        ev.campaign(f"netns_{topo}", ["--netns", "--topology", topo, "--runs", "6", "--electors", "3",
+                    "--seconds", "20", "--seed", seed, "--min-faults",
+                    "crash=1,pause=1,handover=1," + ",".join(k + "=1" for k in kinds.split(","))],
+                    1000, 1000, {})
     # TTL 1000 ms: at x0.95 the elector's deadline lies ~30 ms past the server's expiry. Same
     # seed and faults; only the rate differs.
     drift = ["--fault", "kill,pause", "--runs", "3", "--electors", "3", "--seconds", "20",
