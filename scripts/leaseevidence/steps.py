@@ -581,10 +581,16 @@ def quorum_conformance(ev: Evidence) -> None:
     for lang in ev.langs:
         base = ["scripts/conformance", lang, "--electors", "3", "--seconds", "20",
                 "--ttl-ms", ttl, "--grace-ms", grace]
-        for topo, runs, seed in (("quorum3", "4", "17"), ("quorum5", "2", "5")):
+        # Each node with a replica, so that node-failover runs too (without one it is skipped);
+        # the minimums make every campaign draw elector and node faults alike (a first try
+        # without them drew 9 faults in 4 quorum3 runs, no hand-over, no node failover).
+        for topo, runs, seed, mins in (
+                ("quorum3", "6", "17", "crash=1,pause=1,partition=1,handover=1,node-kill=1,node-failover=1"),
+                ("quorum5", "3", "5", "crash=1,partition=1,handover=1,node-failover=1")):
             c, cmd = ev.conformance_campaign(base + [
-                "--topology", topo, "--runs", runs, "--seed", seed,
-                "--out", f"chaos-out/evidence-{lang}-{topo}"])
+                "--topology", topo, "--node-replicas", "--runs", runs, "--seed", seed,
+                "--min-faults", mins, "--out", f"chaos-out/evidence-{lang}-{topo}"])
+            ev.check(c.returncode != 3, f"conformance_{lang}_{topo}: --min-faults not met")
             section = f"conformance_{lang}_{topo}"
             record_conformance(ev, section, c, cmd)
             ev.check(c.runs == int(runs), f"{section}: {c.runs} runs, asked for {runs}")
