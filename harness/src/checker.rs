@@ -9,7 +9,14 @@
 //!   and then delayed (a GC pause between check and send) is not acting late; it is a stale
 //!   write, and fencing has to catch it, which the next rule checks;
 //! - `stale_accepted`: the resource accepted a write that reached it after its writer's own
-//!   lease deadline *and* after a higher token had been granted to someone else;
+//!   lease deadline *and* after a higher token had been granted to someone else, unless its
+//!   writer decided on it (its check) in time: before its deadline and before any higher
+//!   grant. Such a write was already in flight (a pause between check and send, a network
+//!   that delivered it late) and reached a resource that had not yet seen the newer token:
+//!   the window no lease and no client can close, which fencing closes as soon as the new
+//!   leader's first act presents its token (docs/failover.md §3). In the resource's order it
+//!   precedes everything of the newer reign, so it is counted (`in_flight_accepted`), not a
+//!   violation; a write decided late (an elector acting past its deadline) still is;
 //! - `early_grant`: another elector was granted (recorded its grant) a higher token while an
 //!   earlier reign (lower token: tokens order reigns, recorded times need not, since a paused
 //!   elector records its grant late) had neither stopped its task nor reached its local
@@ -182,6 +189,10 @@ pub struct RunReport {
     /// check) before its own deadline and before any higher token was granted: a pause
     /// between deciding and writing, caught by fencing as designed.
     pub fenced_in_time: u64,
+    /// Writes decided in time (before their writer's deadline and any higher grant) that
+    /// reached the resource after a higher grant, before it had seen the higher token, and
+    /// were accepted: in flight when the lease moved (see `stale_accepted`).
+    pub in_flight_accepted: u64,
     pub fault_free_minutes: f64,
     pub fault_free_changes: u64,
     /// Redis restarts/promotions after which the leader kept leading (no new grant needed).
@@ -454,27 +465,28 @@ pub fn check(data: &RunData) -> RunReport {
             );
             continue;
         };
-        if !w.accepted {
-            let decided = data
-                .electors
-                .iter()
-                .filter(|(id, _)| *id == w.writer)
-                .flat_map(|(_, evs)| evs.iter())
-                .find_map(|e| match e {
-                    ElectorEvent::Check {
-                        t,
-                        token,
-                        seq,
-                        deadline,
-                    } if *token == w.token && *seq == w.seq => Some((*t, *deadline)),
-                    _ => None,
-                });
-            if let Some((t, deadline)) = decided {
-                let newer_before = reigns.iter().any(|o| o.token > w.token && o.grant < t);
-                if t < deadline && !newer_before {
-                    rep.fenced_in_time += 1;
-                }
-            }
+        // Decided in time: the writer's check of this write came before its own deadline and
+        // before any higher token was granted (a pause or the network may still have
+        // delivered it late).
+        let decided_in_time = data
+            .electors
+            .iter()
+            .filter(|(id, _)| *id == w.writer)
+            .flat_map(|(_, evs)| evs.iter())
+            .find_map(|e| match e {
+                ElectorEvent::Check {
+                    t,
+                    token,
+                    seq,
+                    deadline,
+                } if *token == w.token && *seq == w.seq => Some((*t, *deadline)),
+                _ => None,
+            })
+            .is_some_and(|(t, deadline)| {
+                t < deadline && !reigns.iter().any(|o| o.token > w.token && o.grant < t)
+            });
+        if !w.accepted && decided_in_time {
+            rep.fenced_in_time += 1;
         }
         if w.t <= r.deadline {
             continue;
@@ -485,6 +497,15 @@ pub fn check(data: &RunData) -> RunReport {
             rep.late_writes_rejected += 1;
         }
         let superseded = reigns.iter().find(|o| o.token > w.token && o.grant < w.t);
+        // Had the resource already seen a higher token (accepted or refused) when this write
+        // came? Then it accepted a lower one after a higher: fencing itself failed.
+        let higher_seen = data.resource.iter().any(|o| o.token > w.token && o.t < w.t);
+        if let (true, Some(_)) = (w.accepted, superseded) {
+            if decided_in_time && !higher_seen {
+                rep.in_flight_accepted += 1;
+                continue;
+            }
+        }
         if let (true, Some(o)) = (w.accepted, superseded) {
             v(
                 "stale_accepted",
@@ -690,6 +711,7 @@ pub struct Summary {
     pub writes_rejected: u64,
     pub late_writes_rejected: u64,
     pub fenced_in_time: u64,
+    pub in_flight_accepted: u64,
     pub fault_free_minutes: f64,
     pub fault_free_changes: u64,
     pub redis_faults_leader_kept: u64,
@@ -713,6 +735,7 @@ impl Summary {
         self.writes_rejected += r.writes_rejected;
         self.late_writes_rejected += r.late_writes_rejected;
         self.fenced_in_time += r.fenced_in_time;
+        self.in_flight_accepted += r.in_flight_accepted;
         self.fault_free_minutes += r.fault_free_minutes;
         self.fault_free_changes += r.fault_free_changes;
         self.redis_faults_leader_kept += r.redis_faults_leader_kept;
@@ -753,7 +776,7 @@ impl Summary {
         };
         let faults: u64 = self.faults.values().sum();
         s += &format!(
-            " fault_free_changes_per_min={per_min:.2} fault_free_min={:.1} leaderless_max_ms={:.0} faults={faults} skipped={} redis_kept={} writes_ok={} writes_fenced={} late_fenced={} fenced_in_time={} oneshot_calls={} reigns_per_call_max={}",
+            " fault_free_changes_per_min={per_min:.2} fault_free_min={:.1} leaderless_max_ms={:.0} faults={faults} skipped={} redis_kept={} writes_ok={} writes_fenced={} late_fenced={} fenced_in_time={} in_flight_accepted={} oneshot_calls={} reigns_per_call_max={}",
             self.fault_free_minutes,
             self.leaderless_max_ms,
             self.faults_skipped,
@@ -762,6 +785,7 @@ impl Summary {
             self.writes_rejected,
             self.late_writes_rejected,
             self.fenced_in_time,
+            self.in_flight_accepted,
             self.oneshot_calls,
             self.reigns_per_call_max
         );

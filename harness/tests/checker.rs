@@ -368,6 +368,68 @@ fn stale_write_accepted_before_new_leader_wrote_is_caught() {
     assert_eq!(k, vec!["stale_accepted".to_string()]);
 }
 
+/// e1's write accepted at 405 ms (after e2's grant at 400, before e2's first write at 406),
+/// with its check `seq` (`write()` numbers a write by its time, matching no check).
+fn late_e1_write_before_e2_wrote(seq: u64) -> RunData {
+    let mut d = clean();
+    let pos = d
+        .resource
+        .iter()
+        .position(|w| w.writer == "e2")
+        .expect("e2 writes");
+    d.resource[pos].t = 406 * MS;
+    let mut w = write(405, "e1", 10, true, 10);
+    w.seq = seq;
+    d.resource.insert(pos, w);
+    d
+}
+
+#[test]
+fn stale_write_decided_in_time_and_delivered_before_the_newer_token_is_counted_not_flagged() {
+    // e1 decided its last write in time (check seq 16 at 150 ms, deadline 190) and a pause or
+    // the network delivered it at 405 ms. It was in flight when the lease moved and reached a
+    // resource that had not seen token 11 yet: in the resource's order it precedes all of
+    // e2's reign. Counted; the rule fires only for a write decided late (next test) or one
+    // accepted after the higher token (the one after). At the old rule this was a violation.
+    let d = late_e1_write_before_e2_wrote(16);
+    let r = check(&d);
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert_eq!(r.in_flight_accepted, 1);
+    assert_eq!(r.late_writes_accepted, 1);
+}
+
+#[test]
+fn stale_write_decided_past_its_deadline_is_caught_even_before_the_newer_token() {
+    // The same write, decided at 300 ms, past e1's deadline (190): an elector acting late.
+    let mut d = late_e1_write_before_e2_wrote(99);
+    d.electors[0].1.push(ElectorEvent::Check {
+        t: 300 * MS,
+        token: 10,
+        seq: 99,
+        deadline: 190 * MS,
+    });
+    let r = check(&d);
+    assert_eq!(r.in_flight_accepted, 0);
+    assert!(
+        r.violations.iter().any(|v| v.kind == "stale_accepted"),
+        "{:?}",
+        r.violations
+    );
+}
+
+#[test]
+fn in_flight_write_accepted_after_the_resource_saw_the_newer_token_is_caught() {
+    // Decided in time (check seq 16), but accepted at 610 ms, after e2's writes: the resource
+    // failed to fence (it had seen token 11), whatever the writer decided.
+    let mut d = clean();
+    let mut w = write(610, "e1", 10, true, 11);
+    w.seq = 16;
+    d.resource.push(w);
+    let k = kinds(&d);
+    assert!(k.contains(&"stale_accepted".to_string()), "{k:?}");
+    assert_eq!(check(&d).in_flight_accepted, 0);
+}
+
 #[test]
 fn duplicate_token_and_orphan_write_are_caught() {
     let mut d = clean();
