@@ -243,10 +243,13 @@ func (t *quorumTransport) ownOptions(i int) redis.Options {
 // round would find this node silent; and if the wait is abandoned (resign, the loop's limit:
 // ctx), closing the connection is what tells the server to stop waiting for us (a grant it
 // made just before is found and released by the loop's stray release, as for any abandoned
-// acquire). Returns the token (0 = nil: timed out) or the error.
-func (t *quorumTransport) blockingAcquire(ctx context.Context, i int, owner string, wait time.Duration) (int64, *cmdError) {
+// acquire). Returns the token (0 = nil: timed out) or the error, and the function that
+// closes the wait's client: when the wait was answered, the caller closes it after the fresh
+// round (nothing is pending on it then); otherwise it is closed already, which is what
+// withdraws the wait.
+func (t *quorumTransport) blockingAcquire(ctx context.Context, i int, owner string, wait time.Duration) (int64, func(), *cmdError) {
 	if _, cerr := t.usable(i); cerr != nil {
-		return 0, cerr
+		return 0, func() {}, cerr
 	}
 	opt := t.ownOptions(i)
 	opt.PoolSize = 1
@@ -254,7 +257,7 @@ func (t *quorumTransport) blockingAcquire(ctx context.Context, i int, owner stri
 	// The reply comes at the end of the BLOCK: the read must outlast it.
 	opt.ReadTimeout = wait + t.step + time.Second
 	c := redis.NewClient(&opt)
-	defer func() { _ = c.Close() }()
+	closeWait := func() { _ = c.Close() }
 	wctx, cancel := context.WithTimeout(ctx, wait+t.step)
 	defer cancel()
 	ch := make(chan acquireResult, 1)
@@ -263,10 +266,15 @@ func (t *quorumTransport) blockingAcquire(ctx context.Context, i int, owner stri
 	}()
 	select {
 	case r := <-ch:
-		return r.Token, r.Err
+		if r.Err != nil || r.Token <= 0 {
+			closeWait()
+			return r.Token, func() {}, r.Err
+		}
+		return r.Token, closeWait, nil
 	case <-wctx.Done():
-		// A blocked read may not notice the context: closing the client (deferred) ends it.
-		return 0, &cmdError{Kind: KindTimeout, Msg: fmt.Sprintf("quorum: node %d: wait abandoned", i+1)}
+		// A blocked read may not notice the context: closing the client ends it.
+		closeWait()
+		return 0, func() {}, &cmdError{Kind: KindTimeout, Msg: fmt.Sprintf("quorum: node %d: wait abandoned", i+1)}
 	}
 }
 
@@ -440,7 +448,12 @@ func (t *quorumTransport) acquire(ctx context.Context, owner string, _ params, b
 	// wait node's grant counts for nothing by itself; what counts is the fresh round, whose
 	// every counted node set its expiry after start, the instant taken before that round's
 	// sends, which the loop then measures the deadline from.
-	if tok, err := t.blockingAcquire(ctx, t.waitNode, owner, wait); err != nil || tok <= 0 {
+	tok, closeWait, err := t.blockingAcquire(ctx, t.waitNode, owner, wait)
+	// Answered: its connection is closed only after the fresh round. Why: closing it (FIN
+	// through every hop, the server freeing the client) competed for the CPU with that
+	// round, on the wake's critical path (measured: docs/quorum.md, hand-over).
+	defer closeWait()
+	if err != nil || tok <= 0 {
 		if ctx.Err() != nil {
 			// Abandoned (resign): a grant made just before the connection closed may exist;
 			// an error makes the loop's abandonAcquire look for it and release it.

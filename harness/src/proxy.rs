@@ -122,6 +122,10 @@ impl Proxy {
         self.addr
     }
 
+    pub fn upstream(&self) -> SocketAddr {
+        self.ctl.borrow().upstream
+    }
+
     pub fn mode(&self) -> Mode {
         self.ctl.borrow().mode
     }
@@ -143,6 +147,22 @@ impl Proxy {
             c.upstream = upstream;
             c.epoch += 1;
         });
+    }
+}
+
+/// Quorum mode: re-points one elector's proxies (one per node) so that the k-th smallest
+/// URL leads to node k, and orders them by node. Why: followers wait on the node with the
+/// smallest URL (client-protocol.md Q10), which the protocol takes to be the same node for
+/// every elector; with proxy ports drawn at random each elector picked its own. Call before
+/// anything connects (re-pointing drops connections).
+pub fn line_up(
+    proxies: &mut [Proxy],
+    url: impl Fn(SocketAddr) -> String,
+    node: impl Fn(usize) -> SocketAddr,
+) {
+    proxies.sort_by_key(|p| url(p.addr()));
+    for (k, p) in proxies.iter().enumerate() {
+        p.retarget(node(k));
     }
 }
 
@@ -566,6 +586,30 @@ mod tests {
             ..Held::default()
         }
         .holds(b"LEASE.RENEW"));
+    }
+
+    /// Would catch: proxies left in the order their random ports came (each elector then
+    /// picks its own wait node, Q10). Ports "1000" < "999" as URLs: string order, as clients sort.
+    #[tokio::test]
+    async fn lined_up_proxies_lead_the_smallest_url_to_node_0() {
+        let nodes: Vec<SocketAddr> = (0..5)
+            .map(|k| SocketAddr::from(([127, 0, 0, 1], 7200 + k)))
+            .collect();
+        for _ in 0..5 {
+            let mut ps = vec![];
+            for n in &nodes {
+                ps.push(Proxy::start(*n).await.expect("proxy"));
+            }
+            let url = |a: SocketAddr| format!("redis://{a}/");
+            line_up(&mut ps, url, |k| nodes[k]);
+            let urls: Vec<String> = ps.iter().map(|p| url(p.addr())).collect();
+            let mut sorted = urls.clone();
+            sorted.sort();
+            assert_eq!(urls, sorted);
+            for (k, p) in ps.iter().enumerate() {
+                assert_eq!(p.upstream(), nodes[k]);
+            }
+        }
     }
 
     /// Real TCP: what the client wrote before closing still reaches Redis, in order, a held

@@ -142,6 +142,39 @@ class LongCampaigns(unittest.TestCase):
             for c in netns + other:
                 self.assertIn("--min-faults", c.argv)
 
+    def test_quorum_handover_measures_every_language_and_checks_each_ratio(self):
+        """Rust through scripts/chaos with its old section names, every other language through
+        scripts/conformance; a ratio per language, each checked against 2."""
+        ev = steps.Evidence(False, ["rust", "go"])
+        chaos_calls, conf_calls = [], []
+        p50 = {"quorum3_handover": 2.0, "replica_handover": 2.0, "quorum": 5.0, "replica": 2.0}
+
+        def campaign(section, args, ttl, grace, expect, must_violate=False):
+            chaos_calls.append((section, args))
+            return {"handover_p50_ms": p50[section]}
+
+        def conformance_campaign(argv, env=None):
+            conf_calls.append((argv, env))
+            topo = argv[argv.index("--topology") + 1]
+            v = p50["quorum" if topo == "quorum3" else "replica"]
+            line = f"runs=3 violations=0 handover_p50_ms={v}"
+            return harness.Campaign(0, line, common.summary_fields(line), 3, 0, {}), " ".join(argv)
+
+        ev.campaign = campaign  # type: ignore[method-assign]
+        ev.conformance_campaign = conformance_campaign  # type: ignore[method-assign]
+        steps.quorum_handover(ev)
+        self.assertEqual([c[0] for c in chaos_calls], ["quorum3_handover", "replica_handover"])
+        self.assertEqual([a[:2] for a, _ in conf_calls], [["scripts/conformance", "go"]] * 2)
+        for argv, _ in conf_calls:
+            for opt in ("--runs", "--electors", "--seconds", "--fault", "--seed", "--ttl-ms", "--grace-ms"):
+                self.assertIn(opt, argv)
+        # The vectors run once per language, before its first campaign.
+        self.assertEqual([env for _, env in conf_calls], [{}, {"CONFORMANCE_VECTORS": "skip"}])
+        ratios = {f["section"]: f["value"] for f in ev.figures if f["name"] == "ratio_p50_to_one_primary"}
+        self.assertEqual(ratios, {"quorum3_handover": 1.0, "quorum3_handover_go": 2.5})
+        self.assertEqual(len(ev.problems), 1)
+        self.assertIn("go: quorum hand-over p50 5.0 ms above 2x", ev.problems[0])
+
     def test_a_run_line_with_violations_is_recognised(self):
         m = steps.RUN_LINE.match("run-0007 seed=12 violations=3 (8 runs, 3 violations so far)")
         self.assertIsNotNone(m)

@@ -6,8 +6,9 @@ instant taken before the first send of a round, the stop point, the late grant, 
 after the task stopped, the per-reign owner. What changes is what one "reply" means: a
 round over N independent primaries. The rounds here are generators, like the loop: they
 yield :class:`Round` (send one command to several nodes in parallel, collect the replies
-until a time limit or until the round is decided) and the driver executes it with threads
-(``redis_lease.sync``) or ``asyncio`` tasks (``redis_lease.asyncio``). The decisions are
+until a time limit or until the round is decided) and the driver executes it from the loop's
+thread, reading the replies with select (``redis_lease.sync``; a thread only for a node that
+must connect first or is busy), or with ``asyncio`` tasks (``redis_lease.asyncio``). The decisions are
 ``redis_lease.quorum_decide``.
 
 Node identity (Q6, Q7): the driver calls :meth:`Identities.on_connect` with the ``INFO

@@ -179,6 +179,10 @@ class _Run:
                 result = await self.interrupted(op)
 
     async def execute(self, op: _core.Op) -> Any:
+        if not isinstance(op, _quorum.Round):
+            # The rounds right after a wait are done (or were never sent): its connection
+            # can go now (see Elector._wait).
+            await self.el._close_waited()
         if isinstance(op, _core.Command):
             return await self.el._command(op, self.quit)
         if isinstance(op, _quorum.Round):
@@ -321,6 +325,8 @@ class Elector:
         # Quorum commands a round stopped waiting for (kept referenced until they finish).
         self._stragglers: Set["asyncio.Future[Any]"] = set()
         self._conns: Dict[str, Any] = {}
+        # Connections of answered Q10 waits, closed after the fresh round (see _wait).
+        self._waited: List[Any] = []
         self._runs: List[_Run] = []
         self._running = False
         self._resigned = False
@@ -362,6 +368,7 @@ class Elector:
                 await self._close_conns()  # final: the elector's own connections are done
             return None if resigned else value
         finally:
+            await self._close_waited()
             self._running = False
             self._runs.remove(r)
 
@@ -455,6 +462,7 @@ class Elector:
 
     async def close(self) -> None:
         """Close the elector's own connections, and the client it made from a URL."""
+        await self._close_waited()
         await self._close_conns()
         await self._source.close()
         for node in self._qnodes:
@@ -592,15 +600,29 @@ class Elector:
             if not call.done():
                 call.cancel()
                 await asyncio.gather(call, return_exceptions=True)
-            for c in conns:
-                with contextlib.suppress(Exception):
-                    await c.disconnect()
+            if not call.cancelled() and call.exception() is None:
+                # Answered: nothing is pending on it, so it can wait until the fresh round is
+                # done (closed before the next operation that is not a round). Why: closing
+                # it now (FIN through every hop, the server freeing the client) competes for
+                # the CPU with that round, on the wake's critical path.
+                self._waited.extend(conns)
+            else:
+                # Abandoned, timed out or failed: closing it is what withdraws the wait.
+                for c in conns:
+                    with contextlib.suppress(Exception):
+                        await c.disconnect()
         if call.cancelled():
             return _quorum.ABANDONED if quit.is_set() else _quorum.NO_REPLY
         e = call.exception()
         if e is None:
             return call.result()
         return _wire.failure(e)
+
+    async def _close_waited(self) -> None:
+        while self._waited:
+            c = self._waited.pop()
+            with contextlib.suppress(Exception):
+                await c.disconnect()
 
     # -- I/O ---------------------------------------------------------------------------------
 

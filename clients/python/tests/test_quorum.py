@@ -4,7 +4,9 @@ sync and asyncio electors against 3 real redis-server processes with the module.
 from __future__ import annotations
 
 import asyncio
+import select
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -15,7 +17,7 @@ import redis
 
 import redis_lease.asyncio as alease
 from redis_lease import Config, Elector, LeaderContext
-from redis_lease import _quorum
+from redis_lease import _core, _quorum
 from redis_lease import quorum_decide as qd
 from redis_lease.decide import ErrorKind, Failed
 
@@ -569,3 +571,82 @@ def test_a_resign_during_the_wait_withdraws_it(
     t.join(5)
     assert not t.is_alive() and time.monotonic() - t0 < 1.0, "the wait held the resign up"
     wait_until(lambda: blocked() == 0, 2, "no client blocked after the resign")
+
+
+class FakeConn:
+    """A node connection whose replies come from a socketpair (so select() sees them); it
+    records which thread sent what, in which order."""
+
+    def __init__(self, i: int, log: List[Tuple[int, str, str]]) -> None:
+        self.i, self.log = i, log
+        self._sock, self._peer = socket.socketpair()
+        self.disconnected = False
+
+    def send_command(self, *args: Any) -> None:
+        self.log.append((self.i, str(args[0]), threading.current_thread().name))
+        self._peer.send(b"x")  # the "reply"
+
+    def can_read(self, timeout: float = 0) -> bool:
+        r, _, _ = select.select([self._sock], [], [], timeout)
+        return bool(r)
+
+    def read_response(self) -> Any:
+        self._sock.recv(1)
+        return 1
+
+    def disconnect(self) -> None:
+        self.disconnected = True
+
+
+def fake_elector(log: List[Tuple[int, str, str]]) -> Tuple[Elector, List[FakeConn]]:
+    el = Elector(["redis://127.0.0.1:7201/0", "redis://127.0.0.1:7202/0", "redis://127.0.0.1:7203/0"], "k", TTL)
+    conns = [FakeConn(i, log) for i in range(3)]
+    for node, c in zip(el._qnodes, conns):
+        node.conn = c
+    return el, conns
+
+
+def test_sync_round_sends_from_the_calling_thread_in_the_send_order() -> None:
+    # Would catch: a thread per node (as before): the sends then left from three other threads
+    # in whatever order they got the GIL, spread over milliseconds under load, and the wait
+    # node's RELEASE (Q10: last) was not reliably last.
+    log: List[Tuple[int, str, str]] = []
+    el, _ = fake_elector(log)
+    for _ in range(20):
+        log.clear()
+        op = _quorum.Round(tuple(("LEASE.RELEASE", "k", "o", 1) for _ in range(3)),
+                           _core.now_us() + 1_000_000, lambda r: False, (1, 2, 0))
+        got = el._round(op)
+        assert got == [1, 1, 1]
+        assert [i for i, _, _ in log] == [1, 2, 0]
+        assert {t for _, _, t in log} == {threading.current_thread().name}
+
+
+def test_an_answered_wait_keeps_its_connection_until_the_fresh_round_is_done() -> None:
+    # Would catch: closing the wait's connection before the fresh round (as before: its close
+    # competed with that round for the CPU, on the hand-over's critical path), or never.
+    log: List[Tuple[int, str, str]] = []
+    el, conns = fake_elector(log)
+    waited = FakeConn(0, log)
+    el._open_node = lambda node, read_timeout, until_us: waited  # type: ignore[method-assign]
+    run = el_run(el)
+    got = run.execute(_quorum.Wait(0, ("LEASE.ACQUIRE", "k", "o", 1000, "BLOCK", 100), _core.now_us() + 1_000_000))
+    assert got == 1 and not waited.disconnected
+    run.execute(_quorum.Round(tuple(("LEASE.ACQUIRE", "k", "o", 1000) for _ in range(3)),
+                              _core.now_us() + 1_000_000, lambda r: False))
+    assert not waited.disconnected, "closed before the fresh round was done"
+    run.execute(_core.Sleep(_core.now_us()))
+    assert waited.disconnected
+    # Abandoned (resign): closed at once, which withdraws the wait from the server.
+    silent = FakeConn(0, log)
+    silent.send_command = lambda *a: None
+    el._open_node = lambda node, read_timeout, until_us: silent
+    run.quit.set()
+    got = run.execute(_quorum.Wait(0, ("LEASE.ACQUIRE", "k", "o", 1000, "BLOCK", 100), _core.now_us() + 1_000_000))
+    assert got is _quorum.ABANDONED and silent.disconnected
+
+
+def el_run(el: Elector) -> Any:
+    from redis_lease.sync import _Run
+
+    return _Run(el, lambda lease: None)

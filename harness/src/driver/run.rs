@@ -247,6 +247,12 @@ pub(crate) async fn run_one(
             let p = Proxy::start_on(bind, backend.node_addr(k)).await;
             proxies.push(p.map_err(|e| e.to_string())?);
         }
+        // Every elector's smallest proxy URL leads to node 0: its wait node (Q10, line_up).
+        lease_harness::proxy::line_up(
+            &mut proxies,
+            |a| backend.node_url(a),
+            |k| backend.node_addr(k),
+        );
         let resource_proxy = match &links {
             Some(_) => {
                 let to: SocketAddr = resource_addr
