@@ -679,3 +679,17 @@ fn without_calls(mut d: RunData) -> RunData {
     }
     d
 }
+
+#[test]
+fn the_java_netns_history_with_a_write_in_flight_passes_and_counts_it() {
+    // A real history (`scripts/evidence --steps long --langs java` at df82bbb, netns run 89):
+    // e2.0 decided a write 128 ms before its deadline; 80 % packet loss on its link delivered
+    // it 662 ms later, 20 ms after e1.0's grant and before e1.0's first write. The old rule
+    // reported it as stale_accepted and stopped the campaign.
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/java-netns-in-flight-write");
+    let d = RunData::load(&dir).expect("fixture");
+    let r = check(&d);
+    assert!(r.violations.is_empty(), "{:?}", r.violations);
+    assert_eq!(r.in_flight_accepted, 1);
+}
