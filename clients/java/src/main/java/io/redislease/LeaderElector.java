@@ -145,8 +145,9 @@ public final class LeaderElector implements AutoCloseable {
                     ? Transport.cluster(b.seeds, key, b.resources, Transport.connectTimeoutNanos(timing), b.settings())
                     : Transport.standalone(b.uri, b.resources, Transport.connectTimeoutNanos(timing), b.settings());
         }
-        // R5: the BLOCKing acquire gets a connection of its own; renewals, non-blocking calls
-        // and releases use the other one. Each is closed after an abandoned call (R6).
+        // R5: the campaign's acquires (the BLOCKing one and its re-asks) get a connection of
+        // their own; renewals, releases and GETs use the other one. Each is closed after an
+        // abandoned call (R6).
         this.blockSlot = new Transport.Slot(connector, Transport.connectTimeoutNanos(timing));
         this.cmdSlot = new Transport.Slot(connector, Transport.connectTimeoutNanos(timing));
     }
@@ -518,7 +519,14 @@ public final class LeaderElector implements AutoCloseable {
         if (quorum != null) {
             return quorum.acquire(quorumConns, owner, until, block, resignSignal);
         }
-        Transport.Slot slot = block != null ? blockSlot : cmdSlot;
+        // Every campaign ask, the R7/R11 re-ask without BLOCK included, goes on the BLOCK's
+        // connection. Why: a hand-over is a BLOCK granted after a wait longer than the stop
+        // window, then at once a re-ask (R7). On cmdSlot, which a follower has never used,
+        // that re-ask first had to open a connection (TCP + HELLO, ~30 ms on a loaded machine),
+        // the bulk of Java's hand-over. R5 holds: the re-ask does not block, and nothing else
+        // is ever queued on this connection; R6 holds: the BLOCK's reply was read (an
+        // abandoned one dropped the connection), and WAIT follows its write on the same one.
+        Transport.Slot slot = blockSlot;
         CommandArgs<String, String> a = Transport.args(key).add(owner).add(timing.ttlMillis());
         if (block != null) {
             a.add("BLOCK").add(Decide.wireMillis(block));

@@ -311,7 +311,14 @@ public final class ConformanceElector {
             }
         }
         res.close();
-        record("{\"ev\":\"stop\",\"t\":" + System.nanoTime() + ",\"token\":" + token + ",\"why\":" + str(why) + "}");
+        // A StringBuilder, not `+`: each `+` expression is an invokedynamic call site linked the
+        // first time it runs, after its operands (the clock read included) were evaluated. The
+        // stop line runs once per reign, i.e. once per process here, so that linking (ms on a
+        // cold C1-only JVM) fell between the recorded stop and the task's return, i.e. the RELEASE,
+        // and counted in the measured hand-over.
+        long stopAt = System.nanoTime();
+        record(new StringBuilder("{\"ev\":\"stop\",\"t\":").append(stopAt).append(",\"token\":").append(token)
+                .append(",\"why\":").append(str(why)).append('}').toString());
     }
 
     private void unsafeLoop(LeaderContext ctx) {

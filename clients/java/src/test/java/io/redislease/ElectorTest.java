@@ -102,6 +102,51 @@ class ElectorTest {
         }
     }
 
+    /** Connections the server accepted so far (this query's own included). */
+    private static long connectionsReceived(RedisServer r) throws Exception {
+        for (String line : r.command("INFO", "stats").split("\r?\n")) {
+            if (line.startsWith("total_connections_received:")) {
+                return Long.parseLong(line.substring(line.indexOf(':') + 1).trim());
+            }
+        }
+        throw new AssertionError("INFO stats has no total_connections_received");
+    }
+
+    /**
+     * The hand-over path of a follower opens no connection: its BLOCK waited past its stop
+     * window, so the grant is late (R7) and it re-asks without BLOCK; that re-ask must go on
+     * the connection the BLOCK's reply came on. On the command connection, which a follower has
+     * never opened, it first opened one (about 30 ms of Java's hand-over in the campaigns).
+     */
+    @Test
+    @Timeout(60)
+    void lateGrantReAskOpensNoConnection() throws Exception {
+        try (RedisServer r = RedisServer.start()) {
+            // The holder is this test (10 s lease), so the only connections the elector under
+            // test opens are its own.
+            String token = r.command("LEASE.ACQUIRE", "reask", "holder", "10000").substring(1);
+            Recorder b = new Recorder();
+            RecordingMetrics mb = new RecordingMetrics();
+            Duration ttl = Duration.ofMillis(1000);
+            long before = connectionsReceived(r);
+            try (LeaderElector eb = LeaderElector.builder().redis(r.uri()).key("reask").ttl(ttl).candidate(b)
+                    .metrics(mb).build().start()) {
+                // Longer than B's stop window (under one TTL): its grant will come late.
+                Thread.sleep(ttl.toMillis() + 500);
+                assertFalse(eb.isLeader(), "B waits while the holder leads");
+                assertEquals(":1", r.command("LEASE.RELEASE", "reask", "holder", token));
+                b.granted.get(5, TimeUnit.SECONDS);
+                // Read at once: B's first renewal (a renew interval later) opens the command
+                // connection, which is not what this test is about.
+                long after = connectionsReceived(r);
+                assertEquals(1, mb.count("acquire:late"), "B's grant went through the late-reply re-ask (R7)");
+                assertEquals(1, mb.count("acquire:granted"));
+                // after - before: B's connections + the RELEASE's + the second INFO's.
+                assertEquals(1, after - before - 2, "B opened one connection (the BLOCK's) up to its grant");
+            }
+        }
+    }
+
     @Test
     @Timeout(60)
     void redisKilledStepsDownBeforeTheDeadline() throws Exception {
