@@ -468,23 +468,9 @@ pub fn check(data: &RunData) -> RunReport {
         // Decided in time: the writer's check of this write came before its own deadline and
         // before any higher token was granted (a pause or the network may still have
         // delivered it late).
-        let decided_in_time = data
-            .electors
-            .iter()
-            .filter(|(id, _)| *id == w.writer)
-            .flat_map(|(_, evs)| evs.iter())
-            .find_map(|e| match e {
-                ElectorEvent::Check {
-                    t,
-                    token,
-                    seq,
-                    deadline,
-                } if *token == w.token && *seq == w.seq => Some((*t, *deadline)),
-                _ => None,
-            })
-            .is_some_and(|(t, deadline)| {
-                t < deadline && !reigns.iter().any(|o| o.token > w.token && o.grant < t)
-            });
+        let decided_in_time = decision_of(data, w).is_some_and(|(t, deadline)| {
+            t < deadline && !reigns.iter().any(|o| o.token > w.token && o.grant < t)
+        });
         if !w.accepted && decided_in_time {
             rep.fenced_in_time += 1;
         }
@@ -497,16 +483,14 @@ pub fn check(data: &RunData) -> RunReport {
             rep.late_writes_rejected += 1;
         }
         let superseded = reigns.iter().find(|o| o.token > w.token && o.grant < w.t);
-        // Had the resource already seen a higher token (accepted or refused) when this write
-        // came? Then it accepted a lower one after a higher: fencing itself failed.
-        let higher_seen = data.resource.iter().any(|o| o.token > w.token && o.t < w.t);
-        if let (true, Some(_)) = (w.accepted, superseded) {
-            if decided_in_time && !higher_seen {
+        if let (true, Some(o)) = (w.accepted, superseded) {
+            // Had the resource already seen a higher token (accepted or refused) when this
+            // write came? Then it accepted a lower one after a higher: fencing itself failed.
+            let higher_seen = || data.resource.iter().any(|h| h.token > w.token && h.t < w.t);
+            if decided_in_time && !higher_seen() {
                 rep.in_flight_accepted += 1;
                 continue;
             }
-        }
-        if let (true, Some(o)) = (w.accepted, superseded) {
             v(
                 "stale_accepted",
                 format!(
@@ -525,6 +509,23 @@ pub fn check(data: &RunData) -> RunReport {
 
     liveness(data, &reigns, &mut rep);
     rep
+}
+
+/// The check by which `w`'s writer decided on it: (its time, the deadline it saw then).
+fn decision_of(data: &RunData, w: &ResourceWrite) -> Option<(u64, u64)> {
+    data.electors
+        .iter()
+        .filter(|(id, _)| *id == w.writer)
+        .flat_map(|(_, evs)| evs.iter())
+        .find_map(|e| match e {
+            ElectorEvent::Check {
+                t,
+                token,
+                seq,
+                deadline,
+            } if *token == w.token && *seq == w.seq => Some((*t, *deadline)),
+            _ => None,
+        })
 }
 
 fn liveness(data: &RunData, reigns: &[Reign], rep: &mut RunReport) {
@@ -816,19 +817,7 @@ pub fn stale_write_stories(data: &RunData) -> Vec<String> {
         else {
             continue;
         };
-        let Some((_, evs)) = data.electors.iter().find(|(id, _)| *id == w.writer) else {
-            continue;
-        };
-        let check = evs.iter().find_map(|e| match e {
-            ElectorEvent::Check {
-                t,
-                token,
-                seq,
-                deadline,
-            } if *token == w.token && *seq == w.seq => Some((*t, *deadline)),
-            _ => None,
-        });
-        let Some((t_check, deadline)) = check else {
+        let Some((t_check, deadline)) = decision_of(data, w) else {
             continue;
         };
         if !(t_check < deadline && w.t > deadline) {

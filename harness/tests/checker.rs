@@ -356,14 +356,7 @@ fn stale_write_accepted_before_new_leader_wrote_is_caught() {
     // e1's late write lands at 405 ms: after e2's grant (400) and e1's deadline (190) but
     // before e2's first write reached the resource. No token regression in the resource's
     // log, yet a stale leader's write was accepted: the rule that joins both histories fires.
-    let mut d = clean();
-    let pos = d
-        .resource
-        .iter()
-        .position(|w| w.writer == "e2")
-        .expect("e2 writes");
-    d.resource[pos].t = 406 * MS;
-    d.resource.insert(pos, write(405, "e1", 10, true, 10));
+    let d = late_e1_write_before_e2_wrote(405);
     let k = kinds(&d);
     assert_eq!(k, vec!["stale_accepted".to_string()]);
 }
