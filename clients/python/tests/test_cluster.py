@@ -74,8 +74,12 @@ def cluster(module: Path) -> Iterator[List[RedisServer]]:
 
 def _joined(nodes: List[RedisServer]) -> Iterator[List[RedisServer]]:
     ranges = [(0, 5460), (5461, 10922), (10923, 16383)]
-    for s, (lo, hi) in zip(nodes, ranges):
+    for i, (s, (lo, hi)) in enumerate(zip(nodes, ranges)):
         with s.client() as c:
+            # Distinct config epochs before MEET (as redis-cli --cluster create): left at 0,
+            # the gossip resolving the collision can undo a migration made meanwhile (the old
+            # owner's bumped epoch takes the slot back from the importing node).
+            c.execute_command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
             c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
     with nodes[0].client() as c:
         for s in nodes[1:]:
