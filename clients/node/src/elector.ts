@@ -614,8 +614,14 @@ export class Elector extends EventEmitter {
       const w = decide.waitFor(cfg);
       const blockMs = blockUs === null ? null : decide.wireMs(blockUs);
       // Why a dedicated connection for BLOCK: it occupies its connection for up to the block
-      // timeout; nothing else may queue behind it.
-      const link = blockUs === null ? this.cmdLink : this.blockLink;
+      // timeout; nothing else may queue behind it. Every campaign ask goes there, the R7/R11
+      // re-ask without BLOCK included. Why the re-ask too: a hand-over is a BLOCK granted after
+      // a wait longer than the stop window, then at once a re-ask (R7); on cmdLink, which a
+      // follower has never used, that re-ask first had to open a connection in the middle of
+      // the hand-over. R5 holds: the re-ask does not block and nothing else queues here; R6
+      // holds: the BLOCK's reply was read (an abandoned call dropped the connection), and the
+      // WAIT of a min-replicas ask follows its write on the same connection.
+      const link = this.blockLink;
       // Why before sending: the deadline must count from a point no later than the moment the
       // server starts the TTL (connecting, if needed, happens after this: conservative).
       // R17: one owner per campaign (the re-asks below refresh our own grant); a step-down

@@ -218,6 +218,39 @@ describe("elector against redis-server", { skip: skip ?? false }, () => {
     await bRun;
   });
 
+  test("a follower's late-grant re-ask (R7) opens no connection: it goes on the BLOCK's", async () => {
+    // The holder is this test (10 s lease), so the only connections counted are the elector's.
+    const key = newKey();
+    const held = await server.command("LEASE.ACQUIRE", key, "holder", "10000");
+    const token = held.replace(/^:/, "").trim();
+    const results: string[] = [];
+    const metrics = { ...noMetrics, acquire: (r: string) => void results.push(r) };
+    const received = async (): Promise<number> => {
+      const m = /total_connections_received:(\d+)/.exec(await server.command("INFO", "stats"));
+      assert.ok(m !== null, "INFO stats has total_connections_received");
+      return Number(m[1]);
+    };
+    const before = await received();
+    const e = elector({ redis: server.url, key, ttlMs: 1000, logger: quiet, metrics });
+    const run = e.run(async (lease) => {
+      await untilAborted(lease);
+    });
+    // Longer than the stop window (under one TTL): the BLOCK's grant comes late.
+    await sleep(1500);
+    assert.equal(e.isLeader(), false, "the follower waits while the holder leads");
+    assert.equal(await server.command("LEASE.RELEASE", key, "holder", token), ":1\r\n");
+    await waitFor(() => e.isLeader(), 5000, "the follower to lead");
+    // Read at once: the first renewal (a renew interval later) opens the command connection,
+    // which is not what this test is about.
+    const after = await received();
+    assert.deepEqual(results, ["late", "granted"], "the grant went through the late-reply re-ask (R7)");
+    // after - before: the elector's connections + the RELEASE's + the second INFO's (each
+    // server.command opens its own).
+    assert.equal(after - before - 2, 1, "one connection (the BLOCK's) up to the grant");
+    await e.resign();
+    assert.deepEqual(await run, { kind: "resigned" });
+  });
+
   test("min_replicas without replicas: grants are never used (WAIT acks 0)", async () => {
     const key = newKey();
     const registry = new Registry();
