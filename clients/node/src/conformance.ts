@@ -10,6 +10,9 @@
  * to one TTL (every elector of a campaign uses that TTL: the longest lease a restarted or
  * wiped node can have lost).
  *
+ * A `redis+sentinel://h:p,h:p/name` URL (`--topology sentinel`) becomes ioredis' Sentinel
+ * options (conformance-sentinel.ts); any other URL goes to the client as it is.
+ *
  * oneshot: the same work loop through the public one-shot API, withLeadership(), called again
  * after each reign (one reign per call) instead of run(). Each grant records its call's number
  * (`call`); a call whose routine ran twice (the issue-25 bug) shows as two grants of one call,
@@ -32,6 +35,8 @@ import { randomBytes } from "node:crypto";
 import { Elector, LeadershipLost, unsafeReuseOwnerAcrossReigns, type ElectorOptions, type LeaderContext } from "./elector.js";
 import { withLeadership } from "./using.js";
 import { jsonLogger } from "./log.js";
+import { sentinelOptions } from "./conformance-sentinel.js";
+import type { RedisOptions } from "ioredis";
 
 const PREP_MS = 15;
 const PERIOD_MS = 25;
@@ -205,14 +210,15 @@ async function main(): Promise<void> {
   if (api !== "run" && api !== "oneshot" && api !== "oneshot-twice") throw new Error(`unknown --api ${api}`);
   // The hook needs the Elector object, which withLeadership() makes itself.
   if (api === "oneshot" && mode === "reuse-owner") throw new Error("--mode reuse-owner needs --api run");
+  // Before the history opens: a malformed sentinel URL is a usage error (exit 2, one line).
+  const nodes: (string | RedisOptions)[] = redisArgs(process.argv.slice(2)).map((u) => sentinelOptions(u) ?? u);
   const rec = new History(a["--out"] as string);
   // The owner starts with our id, so the orchestrator can map LEASE.GET's owner to us.
   const owner = `${id}-${process.pid}-${randomBytes(4).toString("hex")}`;
   rec.write({ ev: "start", t: monoNs(), elector: id, pid: process.pid, owner, mode });
 
-  const nodes = redisArgs(process.argv.slice(2));
   const options: ElectorOptions = {
-    redis: nodes.length === 1 ? (nodes[0] as string) : nodes,
+    redis: nodes.length === 1 ? (nodes[0] as string | RedisOptions) : nodes,
     ...(nodes.length > 1 ? { nodeQuarantineMs: ttlMs } : {}),
     // Quorum campaigns: the id of the real node list (our URLs name our own proxies;
     // docs/conformance.md).
