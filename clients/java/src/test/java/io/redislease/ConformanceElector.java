@@ -36,6 +36,10 @@ import java.util.concurrent.TimeoutException;
  * ({@code call}; the checker's {@code reigns_per_call} allows one reign per call). {@code --api
  * oneshot-twice} is that rule's negative control: the elector's loop (which campaigns again after
  * a lost term) with every reign recorded as call 1.
+ *
+ * <p>{@code --redis redis+sentinel://h:p,h:p/name} ({@code --topology sentinel}): the client's
+ * Sentinel connection, from {@link ConformanceSentinelUrl}; any other URL through
+ * {@link RedisURI#create(String)}.
  */
 public final class ConformanceElector {
     private static final long PREP_MS = 15;
@@ -112,6 +116,18 @@ public final class ConformanceElector {
             System.exit(2);
             return;
         }
+        // A redis+sentinel:// URL (--topology sentinel) becomes a Lettuce Sentinel URI; any
+        // other as before. Parsed before the history opens: a malformed one is a usage error.
+        RedisURI single = null;
+        if (redisUrls.size() == 1) {
+            try {
+                single = ConformanceSentinelUrl.parse(redis);
+            } catch (IllegalArgumentException e) {
+                System.err.println("conformance elector: " + e.getMessage());
+                System.exit(2);
+                return;
+            }
+        }
         long pid = ProcessHandle.current().pid();
         // The owner starts with our id: the orchestrator maps LEASE.GET's owner to our slot.
         String owner = id + "-" + pid + "-" + String.format("%08x", ThreadLocalRandom.current().nextInt());
@@ -132,7 +148,7 @@ public final class ConformanceElector {
                 builder.membershipId(mid);
             }
         } else {
-            builder.redis(RedisURI.create(redis));
+            builder.redis(single != null ? single : RedisURI.create(redis));
         }
         builder.key(key)
                 .ttl(Duration.ofMillis(ttlMs))
