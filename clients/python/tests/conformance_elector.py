@@ -6,6 +6,13 @@ runs it with the venv's installed redis_lease:
         --resource 127.0.0.1:PORT --out history.jsonl --ttl-ms 1000 --key chaos:leader \\
         --mode safe|ignore-deadline|reuse-owner [--api run|oneshot|oneshot-twice]
 
+``--redis`` is a URL redis-py takes (``redis://``, ``rediss://``, ``unix://``), given once per
+node in quorum mode, or one ``redis+sentinel://[[user]:password@]host:port[,host:port...]/
+master-name[/db]`` (the scheme of the Rust client, client/src/sentinel.rs, which the harness's
+``--topology sentinel`` hands every elector): the elector then gets
+``Sentinel([...]).master_for(name)``, whose pool asks the Sentinels for the primary on every
+connect. As in Rust, credentials and db apply to the data nodes, not the Sentinels.
+
 History: JSON lines on CLOCK_MONOTONIC nanoseconds (``time.monotonic_ns()``), appended and
 flushed line by line. Library logs go to stderr.
 """
@@ -22,8 +29,10 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
+from urllib.parse import unquote
 
+from redis.sentinel import Sentinel
 from redis_lease import _core
 from redis_lease.decide import Config
 from redis_lease.sync import Elector, LeaderContext
@@ -32,6 +41,83 @@ PREP_S = 0.015  # check -> write window (where a pause turns a write stale)
 PERIOD_S = 0.025
 LINGER_TTLS = 3
 HARD_STOP_S = 600.0
+
+
+SENTINEL_SCHEME = "redis+sentinel://"
+
+
+class SentinelURL(NamedTuple):
+    sentinels: List[Tuple[str, int]]
+    master: str
+    username: Optional[str]
+    password: Optional[str]
+    db: Optional[int]
+
+
+def parse_sentinel_url(url: str) -> Optional[SentinelURL]:
+    """``redis+sentinel://[[user]:password@]host:port[,host:port...]/master-name[/db]`` (the Rust
+    client's grammar, client/src/sentinel.rs); None for a URL of any other scheme, which goes to
+    the library unchanged. Raises ValueError (a message without the password) when malformed."""
+    if not url.startswith(SENTINEL_SCHEME):
+        return None
+    rest = url[len(SENTINEL_SCHEME) :]
+    authority, slash, path = rest.partition("/")
+    if not slash:
+        raise ValueError(f"sentinel url needs /master-name after the hosts ({SENTINEL_SCHEME}h:p,h:p/name)")
+    userinfo, at, hosts = authority.rpartition("@")
+    username: Optional[str] = None
+    password: Optional[str] = None
+    if at:
+        # As redis:// URLs: "user:password", ":password" or "user"; percent-encoded.
+        user, colon, pw = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(pw) if colon else None
+    sentinels: List[Tuple[str, int]] = []
+    for h in hosts.split(","):
+        if not h:
+            continue
+        host, colon, port = h.rpartition(":")
+        if not colon:
+            raise ValueError(f"sentinel address {h!r} needs host:port")
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"sentinel address {h!r}: bad port")
+        host = host.removeprefix("[").removesuffix("]")  # [::1]:26379
+        if not host:
+            raise ValueError(f"sentinel address {h!r}: empty host")
+        sentinels.append((host, int(port)))
+    if not sentinels:
+        raise ValueError("sentinel url names no sentinel")
+    master, _, db_s = path.rstrip("/").partition("/")
+    if not master:
+        raise ValueError("sentinel url needs a master name")
+    db: Optional[int] = None
+    if db_s:
+        if not db_s.isdigit():
+            raise ValueError(f"bad db {db_s!r}")
+        db = int(db_s)
+    return SentinelURL(sentinels, master, username, password, db)
+
+
+def sentinel_client(s: SentinelURL, lookup_timeout: float) -> Any:
+    """The client the Python client documents for Sentinel: ``master_for``'s ``redis.Redis``.
+    The elector makes its own data-node connections from that pool's settings (its own
+    timeouts), but the Sentinel lookups inside them run with the Sentinel connections' timeouts,
+    unbounded by default: bounded here so that a Sentinel that stops answering cannot hold the
+    election loop for longer than one lookup."""
+    data: Dict[str, Any] = {}
+    if s.username is not None:
+        data["username"] = s.username
+    if s.password is not None:
+        data["password"] = s.password
+    if s.db is not None:
+        data["db"] = s.db
+    # redis-py's Sentinel API carries no annotations (mypy --strict: no-untyped-call).
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        s.sentinels,
+        sentinel_kwargs={"socket_timeout": lookup_timeout, "socket_connect_timeout": lookup_timeout},
+        **data,
+    )
+    return sentinel.master_for(s.master)  # type: ignore[no-untyped-call]
 
 
 class Recorder:
@@ -167,6 +253,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     # that runs its body again after a lost term, as Node's withLeadership did).
     p.add_argument("--api", choices=["run", "oneshot", "oneshot-twice"], default="run")
     a = p.parse_args(argv)
+    redis_arg: Any = a.redis if len(a.redis) > 1 else a.redis[0]
+    try:
+        sentinel_urls = [s for s in map(parse_sentinel_url, a.redis) if s is not None]
+    except ValueError as e:
+        print(f"conformance_elector.py: --redis: {e}", file=sys.stderr)
+        return 2
+    if sentinel_urls:
+        if len(a.redis) > 1:
+            # Quorum mode takes independent primaries (a failover could hand a node's grants to
+            # a replica that never had them); the Go client refuses a failover client there too.
+            print("conformance_elector.py: --redis: a redis+sentinel:// URL must be the only --redis", file=sys.stderr)
+            return 2
 
     logging.basicConfig(
         level=os.environ.get("LOG_LEVEL", "INFO").upper(),
@@ -188,7 +286,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     # Quorum campaigns: the id of the real node list (our URLs name our own proxies;
     # docs/conformance.md).
     mid = os.environ.get("LEASE_HARNESS_MEMBERSHIP_ID") or None
-    elector = Elector(a.redis if len(a.redis) > 1 else a.redis[0], a.key, config=cfg, owner=owner, membership_id=mid)
+    if sentinel_urls:
+        # A Sentinel lookup gets what one command gets: the op timeout (TTL/5, >= 50 ms).
+        redis_arg = sentinel_client(sentinel_urls[0], cfg.op_timeout)
+    elector = Elector(redis_arg, a.key, config=cfg, owner=owner, membership_id=mid)
     if a.mode == "reuse-owner":
         elector._core._reuse_owner = True  # private hook: the behaviour R17 forbids
     work = Work(a.id, a.resource, rec, a.ttl_ms / 1000.0, a.mode == "ignore-deadline")

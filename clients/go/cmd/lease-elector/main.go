@@ -18,7 +18,10 @@
 //
 // --redis given once: the ordinary single-primary elector. Given once per node (in node
 // order, the same for every elector): quorum mode over those independent primaries
-// (Config.Nodes, docs/quorum.md); --quorum-control picks a negative control there.
+// (Config.Nodes, docs/quorum.md); --quorum-control picks a negative control there. A single
+// --redis may be redis+sentinel://[[user]:password@]host:port[,host:port...]/master-name[/db]
+// (the Rust client's scheme, which the harness's --topology sentinel hands every elector):
+// the elector then uses go-redis' NewFailoverClient on those Sentinels (sentinel_url.go).
 //
 // Modes ignore-deadline and reuse-owner are negative controls (docs/conformance.md): the
 // checker must catch them. reuse-owner works like safe but sends the same owner in every
@@ -231,7 +234,7 @@ func run() int {
 	fs := flag.NewFlagSet("lease-elector", flag.ContinueOnError)
 	id := fs.String("id", "", "elector id (owner prefix)")
 	var redisURLs urls
-	fs.Var(&redisURLs, "redis", "redis://host:port/ (repeat once per node for quorum mode)")
+	fs.Var(&redisURLs, "redis", "redis://host:port/ (repeat once per node for quorum mode) or one redis+sentinel://h:p,h:p/master")
 	control := fs.String("quorum-control", "correct", "quorum mode only: correct | no-unify | minority")
 	res := fs.String("resource", "", "fencing resource host:port")
 	out := fs.String("out", "", "history file (JSON lines, appended)")
@@ -272,6 +275,26 @@ func run() int {
 
 	var clients []*redis.Client
 	for _, u := range redisURLs {
+		fo, err := parseSentinelURL(u)
+		if err != nil {
+			// Without the URL: it may hold a password.
+			fmt.Fprintf(os.Stderr, "lease-elector: --redis: %v\n", err)
+			return 2
+		}
+		if fo != nil {
+			if len(redisURLs) > 1 {
+				// Quorum mode takes independent primaries (Config.Nodes refuses a failover
+				// client: a failover could hand a node's grants to a replica that never had them).
+				fmt.Fprintln(os.Stderr, "lease-elector: --redis: a redis+sentinel:// URL must be the only --redis")
+				return 2
+			}
+			// The Sentinel client clients/go/config.go documents; its dialer asks the
+			// Sentinels for the primary on every new connection, so a failover is followed.
+			c := redis.NewFailoverClient(fo)
+			defer c.Close()
+			clients = append(clients, c)
+			continue
+		}
 		opts, err := redis.ParseURL(u)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "lease-elector: --redis %s: %v\n", u, err)
