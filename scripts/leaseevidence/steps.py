@@ -632,6 +632,29 @@ def quorum_conformance(ev: Evidence) -> None:
             "--out", f"chaos-out/evidence-{lang}-quorum3-negative"])
 
 
+def sentinel_conformance(ev: Evidence) -> None:
+    """Each language's elector on Sentinel (3 Sentinels, a primary, 2 replicas), given the
+    Sentinels' redis+sentinel:// URL (docs/conformance.md "The Sentinel topology"): through the
+    proxy (the sentinel step's recipe: down-after 1 s, min-replicas-max-lag 2, grace 5 s), and
+    with every elector in its own network namespace under the kernel's faults (the netns step's
+    Sentinel campaign; needs root). Each must be clean and draw its minimum of every kind."""
+    netns_kinds = ("loss", "oneway", "cut-resource", "heal-delivers")
+    for lang in ev.langs:
+        for name, extra, ttl, grace, runs, seed, mins in (
+                ("sentinel", ["--down-after-ms", "1000", "--min-replicas-max-lag", "2", "--seconds", "40"],
+                 "1000", "5000", "2", "1500", "crash=1,pause=1,handover=1,sentinel-failover=1"),
+                ("netns_sentinel", ["--netns", "--seconds", "30"], "1000", "1000", "2", "3032",
+                 "crash=1,pause=1,handover=1," + ",".join(k + "=1" for k in netns_kinds))):
+            section = f"conformance_{lang}_{name}"
+            c, cmd = ev.conformance_campaign(["scripts/conformance", lang, "--topology", "sentinel",
+                                              "--electors", "3", "--runs", runs, "--seed", seed,
+                                              "--ttl-ms", ttl, "--grace-ms", grace, "--min-faults", mins,
+                                              "--out", f"chaos-out/evidence-{lang}-{name}"] + extra)
+            ev.check(c.returncode != 3, f"{section}: --min-faults not met")
+            record_conformance(ev, section, c, cmd)
+            ev.check(c.runs == int(runs), f"{section}: {c.runs} runs, asked for {runs}")
+
+
 def conformance(ev: Evidence) -> None:
     """Each language's conformance campaign, and (full mode) its negative control."""
     for lang in ev.langs:
@@ -797,6 +820,8 @@ STEPS: tuple[Step, ...] = (
     Step("conformance", conformance, full=True, quick=True),
     # Every language's elector on quorum3 and quorum5, and its quorum negative control.
     Step("quorum_conformance", quorum_conformance, full=True, quick=False),
+    # Every language's elector on Sentinel, through the proxy and in network namespaces (root).
+    Step("sentinel_conformance", sentinel_conformance, full=True, quick=False),
     Step("tests", tests, full=True, quick=False),
     Step("scale", scale, full=True, quick=False),
     Step("persist", persist, full=True, quick=False),

@@ -110,7 +110,7 @@ class CampaignResults(unittest.TestCase):
 class StepTable(unittest.TestCase):
     def test_full_quick_and_named_only(self):
         self.assertEqual(steps.ALL_STEPS, ["bench", "chaos", "handover", "many", "controls", "sentinel",
-                                           "quorum", "conformance", "quorum_conformance", "tests", "scale", "persist", "model", "fuzz",
+                                           "quorum", "conformance", "quorum_conformance", "sentinel_conformance", "tests", "scale", "persist", "model", "fuzz",
                                            "long"])
         self.assertEqual(steps.QUICK_STEPS, ["bench", "chaos", "handover", "quorum", "conformance"])
         self.assertNotIn("quorum_long", steps.ALL_STEPS)
