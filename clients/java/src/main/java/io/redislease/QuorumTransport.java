@@ -206,14 +206,53 @@ final class QuorumTransport {
     final class Conns {
         private final CompletableFuture<Transport.Link>[] links;
         private final long[] openedAt;
+        /**
+         * lingering[i]: the outcome (its failure, or null) of a call a decided round stopped
+         * waiting for but did not abandon (see {@link #round}); it may still answer until
+         * lingerUntil[i]. null = none.
+         */
+        private final CompletableFuture<Decide.Failure>[] lingering;
+        private final long[] lingerUntil;
 
         @SuppressWarnings("unchecked")
         Conns() {
             links = (CompletableFuture<Transport.Link>[]) new CompletableFuture<?>[nodes.length];
             openedAt = new long[nodes.length];
+            lingering = (CompletableFuture<Decide.Failure>[]) new CompletableFuture<?>[nodes.length];
+            lingerUntil = new long[nodes.length];
+        }
+
+        /** Keeps node i's connection with a call still on it, answered by {@code until} or closed then. */
+        void linger(int i, CompletableFuture<Decide.Failure> outcome, long until) {
+            lingering[i] = outcome;
+            lingerUntil[i] = until;
+        }
+
+        /**
+         * Before node i's connection is used again: a call left on it by a decided round
+         * either answered (the connection stays, unless the answer was a broken link) or is
+         * past its own time limit, and is abandoned now: closed (R6). One still in time is
+         * left alone: the new command queues behind it on the same connection and Lettuce
+         * matches replies in order, so its reply is never read as the new command's.
+         */
+        private void settle(int i) {
+            CompletableFuture<Decide.Failure> p = lingering[i];
+            if (p == null) {
+                return;
+            }
+            if (p.isDone()) {
+                lingering[i] = null;
+                Decide.Failure f = p.join();
+                if (f != null && Transport.dropsConnection(f.kind())) {
+                    drop(i);
+                }
+            } else if (System.nanoTime() - lingerUntil[i] > 0) {
+                drop(i);
+            }
         }
 
         private CompletableFuture<Transport.Link> link(int i) {
+            settle(i);
             CompletableFuture<Transport.Link> l = links[i];
             // A connect still under way is kept across rounds (it sends no lease command), so
             // that a slow first connect (cold JVM) does not start over every round; but not
@@ -264,6 +303,7 @@ final class QuorumTransport {
         void drop(int i) {
             CompletableFuture<Transport.Link> l = links[i];
             links[i] = null;
+            lingering[i] = null;
             if (l != null) {
                 l.whenComplete((link, e) -> {
                     if (link != null) {
@@ -350,7 +390,9 @@ final class QuorumTransport {
      * Sends {@code send} to every node in {@code targets} in parallel and collects replies until
      * {@code done} says the round is decided, every target answered, or the step (bounded by
      * {@code until}) is over. Nodes that did not answer in time are "no reply" and their
-     * connection is closed (R6): its reply must never be read as a later command's.
+     * connection is closed (R6): its reply must never be read as a later command's. A node
+     * the round stopped waiting for only because {@code done} decided it early keeps its
+     * call and connection until the step's end ({@link Conns#settle}).
      */
     private <T> List<QuorumDecide.Reply<T>> round(Conns c, List<Integer> targets,
             Function<Integer, CommandCall> send, Parser<T> parse, Predicate<List<QuorumDecide.Reply<T>>> done,
@@ -386,6 +428,7 @@ final class QuorumTransport {
             end = until;
         }
         int left = pending.size();
+        boolean decided = false;
         try {
             while (left > 0) {
                 long wait = end - System.nanoTime();
@@ -400,15 +443,29 @@ final class QuorumTransport {
                     c.drop(i);
                 }
                 if (done != null && done.test(replies)) {
+                    decided = true;
                     break;
                 }
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        // What did not answer (or what the round no longer waited for) is abandoned: close.
-        for (int i : pending.keySet()) {
-            c.drop(i);
+        for (Map.Entry<Integer, CompletableFuture<QuorumDecide.Reply<T>>> e : pending.entrySet()) {
+            if (decided) {
+                // Decided early (a renewal's majority): the slow node's call is not abandoned,
+                // only not waited for; it keeps its own limit (the step's end). Why not close
+                // it as before: the next command to that node then had to reconnect (connect,
+                // HELLO, INFO identity check), which made it the slowest node of the next round
+                // again, so it was reconnected on almost every renewal; and the leader's
+                // RELEASE to it paid a connect on the hand-over's critical path (quorum
+                // hand-over 2.3x the single primary's, docs/quorum.md §8). One connection per
+                // node across rounds also keeps one elector's commands to a node in the order
+                // sent (docs/client-protocol.md §5, quorum rounds), as the Rust reference does.
+                c.linger(e.getKey(), e.getValue().thenApply(QuorumDecide.Reply::failure), end);
+            } else {
+                // Not answered within the step (or interrupted): abandoned, closed (R6).
+                c.drop(e.getKey());
+            }
         }
         return replies;
     }

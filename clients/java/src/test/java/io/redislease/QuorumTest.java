@@ -385,4 +385,57 @@ class QuorumTest {
             LeaderElector.builder().quorum(t.uris()).key("dup").ttl(TTL).candidate(ctx -> {}).build().close();
         }
     }
+    /** total_connections_received of a server (this call's own connection included). */
+    private static long connectionsReceived(RedisServer r) throws Exception {
+        for (String line : r.command("INFO", "stats").split("\r?\n")) {
+            if (line.startsWith("total_connections_received:")) {
+                return Long.parseLong(line.substring("total_connections_received:".length()).trim());
+            }
+        }
+        throw new AssertionError("no total_connections_received in INFO stats");
+    }
+
+    private static void awaitCount(RecordingMetrics m, String k, long n) throws InterruptedException {
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+        while (m.count(k) < n) {
+            if (System.nanoTime() - until > 0) {
+                fail("never reached " + n + " x " + k + ": " + m.counts);
+            }
+            Thread.sleep(10);
+        }
+    }
+
+    /**
+     * A renewal round decided by a majority keeps the slow node's call and connection (until
+     * the step's end): the next command to that node queues behind it instead of reconnecting.
+     * Before, the slow node's connection was closed and reopened (connect, HELLO, INFO) on the
+     * next command, which made that node the slowest again, and the leader's RELEASE paid a
+     * connect on the hand-over path (docs/quorum.md §8). Node 3's writes are paused longer
+     * than a renew interval (so at least one RENEW waits there) and shorter than the step
+     * (op_timeout/2), so its reply arrives in time.
+     */
+    @Test
+    @Timeout(60)
+    void aNodeSlowerThanTheRenewalMajorityKeepsItsConnection() throws Exception {
+        try (Three t = new Three()) {
+            ElectorTest.Recorder a = new ElectorTest.Recorder();
+            RecordingMetrics m = new RecordingMetrics();
+            try (LeaderElector e = LeaderElector.builder().quorum(t.uris()).key("slow").ttl(Duration.ofMillis(6000))
+                    .renewInterval(Duration.ofMillis(300)).opTimeout(Duration.ofMillis(1200)).candidate(a).metrics(m)
+                    .build().start()) {
+                LeaderContext ctx = a.granted.get(20, TimeUnit.SECONDS);
+                awaitCount(m, "renew:renewed", 2);
+                RedisServer slow = t.s.get(2);
+                long before = connectionsReceived(slow);
+                slow.command("CLIENT", "PAUSE", "450", "WRITE");
+                awaitCount(m, "renew:renewed", m.count("renew:renewed") + 5);
+                long after = connectionsReceived(slow);
+                // Our own two commands (CLIENT PAUSE, the second INFO) opened a connection each.
+                assertEquals(before + 2, after, "the elector reconnected to the slow node");
+                assertTrue(ctx.isLeader() && e.isLeader());
+                // The slow node's RENEWs were applied, late (it still holds this reign's token).
+                assertEquals(ctx.token(), Long.parseLong(holder(slow, "slow")[1]));
+            }
+        }
+    }
 }
