@@ -271,7 +271,6 @@ func run() int {
 	h := &history{f: f}
 	// The owner starts with our id, so the orchestrator can map LEASE.GET's owner to us.
 	owner := fmt.Sprintf("%s-%d-%s", *id, os.Getpid(), randomHex())
-	h.rec(map[string]any{"ev": "start", "t": monoNS(), "elector": *id, "pid": os.Getpid(), "owner": owner, "mode": *mode})
 
 	var clients []*redis.Client
 	for _, u := range redisURLs {
@@ -308,6 +307,9 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "lease-elector: --quorum-control needs several --redis (quorum mode)")
 		return 2
 	}
+	// Only once every argument was accepted: an elector refused at start never ran, and a
+	// "start" record would count it as one that did (and then vanished) in the history.
+	h.rec(map[string]any{"ev": "start", "t": monoNS(), "elector": *id, "pid": os.Getpid(), "owner": owner, "mode": *mode})
 
 	ttl := time.Duration(*ttlMS) * time.Millisecond
 	w := &worker{id: *id, res: *res, ttl: ttl, h: h}

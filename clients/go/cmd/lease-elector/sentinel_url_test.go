@@ -5,6 +5,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -71,8 +72,9 @@ func TestMalformedSentinelURLExits2(t *testing.T) {
 		"--redis redis+sentinel://h:1/m --redis redis://h:2/":     "must be the only --redis",
 		"--redis redis://h:2/ --redis redis+sentinel://h:1,h:2/m": "must be the only --redis",
 	} {
+		out := filepath.Join(t.TempDir(), "history.jsonl")
 		cmd := exec.Command(os.Args[0], "-test.run=^TestMalformedSentinelURLExits2$", "-test.timeout=30s")
-		cmd.Env = append(os.Environ(), "LEASE_ELECTOR_TEST_ARGS=--id e1 --resource 127.0.0.1:1 --out "+os.DevNull+" "+redisArgs)
+		cmd.Env = append(os.Environ(), "LEASE_ELECTOR_TEST_ARGS=--id e1 --resource 127.0.0.1:1 --out "+out+" "+redisArgs)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		err := cmd.Run()
@@ -83,6 +85,10 @@ func TestMalformedSentinelURLExits2(t *testing.T) {
 		msg := stderr.String()
 		if code != 2 || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, why) || strings.Contains(msg, "hunter2") {
 			t.Errorf("%s: exit %d, stderr %q; want exit 2 and one line with %q", redisArgs, code, msg, why)
+		}
+		// Refused before it ran: no "start" record (the harness would count a started elector).
+		if b, err := os.ReadFile(out); err != nil || len(b) != 0 {
+			t.Errorf("%s: history %q (%v); want an empty file", redisArgs, b, err)
 		}
 	}
 }
