@@ -242,10 +242,7 @@ final class QuorumTransport {
             }
             if (p.isDone()) {
                 lingering[i] = null;
-                Decide.Failure f = p.join();
-                if (f != null && Transport.dropsConnection(f.kind())) {
-                    drop(i);
-                }
+                dropIfBroken(i, p.join());
             } else if (System.nanoTime() - lingerUntil[i] > 0) {
                 drop(i);
             }
@@ -297,6 +294,13 @@ final class QuorumTransport {
                 if (e instanceof InterruptedException) {
                     Thread.currentThread().interrupt();
                 }
+            }
+        }
+
+        /** After node i answered with {@code f} (null: a reply): a broken link is not reused. */
+        void dropIfBroken(int i, Decide.Failure f) {
+            if (f != null && Transport.dropsConnection(f.kind())) {
+                drop(i);
             }
         }
 
@@ -439,9 +443,7 @@ final class QuorumTransport {
                 left--;
                 QuorumDecide.Reply<T> r = pending.remove(i).join();
                 replies.set(i, r);
-                if (r.failure() != null && Transport.dropsConnection(r.failure().kind())) {
-                    c.drop(i);
-                }
+                c.dropIfBroken(i, r.failure());
                 if (done != null && done.test(replies)) {
                     decided = true;
                     break;

@@ -102,16 +102,6 @@ class ElectorTest {
         }
     }
 
-    /** Connections the server accepted so far (this query's own included). */
-    private static long connectionsReceived(RedisServer r) throws Exception {
-        for (String line : r.command("INFO", "stats").split("\r?\n")) {
-            if (line.startsWith("total_connections_received:")) {
-                return Long.parseLong(line.substring(line.indexOf(':') + 1).trim());
-            }
-        }
-        throw new AssertionError("INFO stats has no total_connections_received");
-    }
-
     /**
      * The hand-over path of a follower opens no connection: its BLOCK waited past its stop
      * window, so the grant is late (R7) and it re-asks without BLOCK; that re-ask must go on
@@ -128,7 +118,7 @@ class ElectorTest {
             Recorder b = new Recorder();
             RecordingMetrics mb = new RecordingMetrics();
             Duration ttl = Duration.ofMillis(1000);
-            long before = connectionsReceived(r);
+            long before = r.connectionsReceived();
             try (LeaderElector eb = LeaderElector.builder().redis(r.uri()).key("reask").ttl(ttl).candidate(b)
                     .metrics(mb).build().start()) {
                 // Longer than B's stop window (under one TTL): its grant will come late.
@@ -138,7 +128,7 @@ class ElectorTest {
                 b.granted.get(5, TimeUnit.SECONDS);
                 // Read at once: B's first renewal (a renew interval later) opens the command
                 // connection, which is not what this test is about.
-                long after = connectionsReceived(r);
+                long after = r.connectionsReceived();
                 assertEquals(1, mb.count("acquire:late"), "B's grant went through the late-reply re-ask (R7)");
                 assertEquals(1, mb.count("acquire:granted"));
                 // after - before: B's connections + the RELEASE's + the second INFO's.

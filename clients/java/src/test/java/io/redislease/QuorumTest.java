@@ -385,16 +385,6 @@ class QuorumTest {
             LeaderElector.builder().quorum(t.uris()).key("dup").ttl(TTL).candidate(ctx -> {}).build().close();
         }
     }
-    /** total_connections_received of a server (this call's own connection included). */
-    private static long connectionsReceived(RedisServer r) throws Exception {
-        for (String line : r.command("INFO", "stats").split("\r?\n")) {
-            if (line.startsWith("total_connections_received:")) {
-                return Long.parseLong(line.substring("total_connections_received:".length()).trim());
-            }
-        }
-        throw new AssertionError("no total_connections_received in INFO stats");
-    }
-
     private static void awaitCount(RecordingMetrics m, String k, long n) throws InterruptedException {
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
         while (m.count(k) < n) {
@@ -426,10 +416,10 @@ class QuorumTest {
                 LeaderContext ctx = a.granted.get(20, TimeUnit.SECONDS);
                 awaitCount(m, "renew:renewed", 2);
                 RedisServer slow = t.s.get(2);
-                long before = connectionsReceived(slow);
+                long before = slow.connectionsReceived();
                 slow.command("CLIENT", "PAUSE", "450", "WRITE");
                 awaitCount(m, "renew:renewed", m.count("renew:renewed") + 5);
-                long after = connectionsReceived(slow);
+                long after = slow.connectionsReceived();
                 // Our own two commands (CLIENT PAUSE, the second INFO) opened a connection each.
                 assertEquals(before + 2, after, "the elector reconnected to the slow node");
                 assertTrue(ctx.isLeader() && e.isLeader());

@@ -131,6 +131,16 @@ final class RedisServer implements AutoCloseable {
         return command(port, args);
     }
 
+    /** Connections the server accepted so far (this query's own included). */
+    long connectionsReceived() throws IOException {
+        for (String line : command("INFO", "stats").split("\r?\n")) {
+            if (line.startsWith("total_connections_received:")) {
+                return Long.parseLong(line.substring(line.indexOf(':') + 1).trim());
+            }
+        }
+        throw new AssertionError("INFO stats has no total_connections_received");
+    }
+
     /** {@link #command(String...)} against any loopback port (a Sentinel...). */
     static String command(int port, String... args) throws IOException {
         try (Socket s = new Socket("127.0.0.1", port)) {
